@@ -1,0 +1,56 @@
+# Assay: the two commands a newcomer needs are `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+# Two cores here: without an explicit thread count torch/DeepSpeed oversubscribe and run ~10x slower.
+export OMP_NUM_THREADS ?= 2
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install system-deps test-deps demo test test-fast ui dashboard bench clean
+
+install: $(VENV)/.installed ## venv + project + shipped data (+ bubblewrap where root)
+
+$(VENV)/.installed: pyproject.toml domains/shipped_data.py
+	@$(MAKE) --no-print-directory system-deps
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first, exactly this version: it is the CPU build on disk; looser pins pull CUDA (GBs).
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m domains.shipped_data
+	touch $@
+
+system-deps: ## bubblewrap for the sandbox (needs root + apt; otherwise see README)
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -qq bubblewrap >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq bubblewrap)); \
+	  else echo "note: bubblewrap (bwrap) is missing and cannot be installed here: the sandbox will refuse untrusted code (see README)"; fi; \
+	fi
+
+test-deps: install ## chromium for the dashboard's browser test
+	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get install -y -qq chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)); \
+	fi
+
+demo: install ## set up and run the main job on the embedded defaults
+	$(BIN)/assay demo
+
+test: test-deps ## set up and run the whole test suite (slow and browser tests included)
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow and not browser"
+
+ui: install ## Dagster UI on http://localhost:3000
+	DAGSTER_HOME=$${DAGSTER_HOME:-$$(pwd)/.assay/dagster} && mkdir -p $$DAGSTER_HOME && \
+	  export DAGSTER_HOME && $(BIN)/dagster dev -w workspace.yaml
+
+dashboard: install ## Streamlit dashboard on http://localhost:8501
+	$(BIN)/streamlit run ui/app.py --server.headless true
+
+bench: install
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf .assay .pytest_cache

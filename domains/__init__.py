@@ -1,0 +1,19 @@
+"""Domains: the contract (:class:`Domain`), the registry and the built-in domains.
+
+Plugins import the contract as ``from domains import Domain``.
+"""
+
+from domains.base import Domain, DomainError, SAFETY_POLICIES, SPLITS
+from domains.registry import PluginError, Registry, UnknownDomainError, get_registry, load_registry
+
+__all__ = [
+    "Domain",
+    "DomainError",
+    "PluginError",
+    "Registry",
+    "SAFETY_POLICIES",
+    "SPLITS",
+    "UnknownDomainError",
+    "get_registry",
+    "load_registry",
+]

@@ -1,0 +1,149 @@
+"""The `Domain` contract: what every built-in domain and every plugin provides.
+
+A domain is a Python module exposing ``DOMAIN`` (one :class:`Domain`) or ``DOMAINS`` (a list, for
+packs). Behaviour is passed as plain callables so a domain file needs nothing but this class::
+
+    DOMAIN = Domain(name="unit_convert", owner="data@acme", description="...", tags=("math",),
+                    samples=my_samples, score=my_score)
+
+``samples(split, n, seed)`` yields dicts with ``id`` (stable str), ``prompt``, ``answer`` (str) and
+an optional ``metadata`` dict; ``"train"`` and ``"eval"`` must be disjoint. ``score(completion,
+sample)`` returns a float in [0, 1].
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+SPLITS = ("train", "eval")
+SAFETY_POLICIES = ("clean", "adversarial")
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+
+# SmolLM2-135M (the default policy) has an 8192-token context; keep room for the completion.
+DEFAULT_CONTEXT_TOKENS = 8192
+DEFAULT_MAX_COMPLETION_TOKENS = 512
+DEFAULT_MAX_PROMPT_TOKENS = DEFAULT_CONTEXT_TOKENS - DEFAULT_MAX_COMPLETION_TOKENS
+DEFAULT_EVAL_SIZE = 200
+
+SampleFn = Callable[[str, int, int], Iterable[dict]]
+ScoreFn = Callable[[str, dict], float]
+
+
+class DomainError(ValueError):
+    """A domain definition or a domain's output breaks the contract."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One downstream domain: where its data comes from and how a completion is scored.
+
+    Required: ``name`` (lower_snake_case, unique), ``owner``, ``description``, ``samples``,
+    ``score``. Optional settings:
+
+    - ``tags``: free-form labels used to filter in the CLI and dashboard.
+    - ``safety_policy``: ``"clean"`` (default) or ``"adversarial"`` for domains whose prompts are
+      harmful on purpose (refusal training); adversarial domains are exempt from the
+      ``harmful``/``toxic`` prompt gates, never from ``pii``/``secret``.
+    - ``eval_size``: how many eval items sweeps and contamination checks use.
+    - ``max_prompt_tokens``: prompts estimated longer than this are quarantined as ``too_long``.
+    - ``answer_pattern``: a regex every reference answer must fully match (format gate).
+    - ``gate_thresholds``: per-domain overrides of the quality gates' thresholds, by name.
+    - ``eval_samples_per_item``: K, the samples per eval item in sweeps.
+    - ``protected``: regressions here block promotion (Holm-corrected ERROR), not just warn.
+    """
+
+    name: str
+    owner: str
+    description: str
+    samples: SampleFn
+    score: ScoreFn
+    tags: tuple[str, ...] = ()
+    safety_policy: str = "clean"
+    eval_size: int = DEFAULT_EVAL_SIZE
+    max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
+    answer_pattern: str | None = None
+    gate_thresholds: Mapping[str, float] = field(default_factory=dict)
+    eval_samples_per_item: int = 1
+    protected: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
+            raise DomainError(
+                f"domain name {self.name!r} must be lower_snake_case (letters, digits, '_', "
+                "starting with a letter), e.g. 'unit_convert'"
+            )
+        for attr in ("owner", "description"):
+            value = getattr(self, attr)
+            if not isinstance(value, str) or not value.strip():
+                raise DomainError(f"domain {self.name!r}: {attr} must be a non-empty string")
+        for attr in ("samples", "score"):
+            if not callable(getattr(self, attr)):
+                raise DomainError(
+                    f"domain {self.name!r}: {attr} must be a callable, got "
+                    f"{type(getattr(self, attr)).__name__}"
+                )
+        if isinstance(self.tags, str) or not all(isinstance(t, str) for t in self.tags):
+            raise DomainError(f"domain {self.name!r}: tags must be a tuple of strings, e.g. ('math',)")
+        object.__setattr__(self, "tags", tuple(self.tags))
+        if self.safety_policy not in SAFETY_POLICIES:
+            raise DomainError(
+                f"domain {self.name!r}: safety_policy {self.safety_policy!r} is not one of "
+                f"{', '.join(SAFETY_POLICIES)}"
+            )
+        for attr in ("eval_size", "max_prompt_tokens", "eval_samples_per_item"):
+            value = getattr(self, attr)
+            if not isinstance(value, int) or value < 1:
+                raise DomainError(f"domain {self.name!r}: {attr} must be a positive int, got {value!r}")
+        if self.answer_pattern is not None:
+            try:
+                re.compile(self.answer_pattern)
+            except re.error as exc:
+                raise DomainError(f"domain {self.name!r}: answer_pattern is not a regex: {exc}") from exc
+        object.__setattr__(self, "gate_thresholds", dict(self.gate_thresholds))
+
+    # -- checked access -------------------------------------------------------------------------
+
+    def generate(self, split: str, n: int, seed: int = 0) -> list[dict]:
+        """Call ``samples`` and check every row against the contract (stable ids, str fields)."""
+        if split not in SPLITS:
+            raise DomainError(f"split must be one of {SPLITS}, got {split!r}")
+        rows = []
+        for row in self.samples(split, n, seed):
+            rows.append(normalize_sample(self.name, row))
+            if len(rows) >= n:
+                break
+        return rows
+
+    def eval_items(self) -> list[dict]:
+        """The eval set: what sweeps benchmark and contamination checks compare against."""
+        return self.generate("eval", self.eval_size, seed=0)
+
+    def safe_score(self, completion: str, sample: dict) -> float:
+        """``score`` clamped to [0, 1]; a scorer that returns a non-number breaks the contract."""
+        value = self.score(completion, sample)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise DomainError(f"domain {self.name!r}: score returned {value!r}, expected a float in [0, 1]")
+        return min(1.0, max(0.0, float(value)))
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "owner": self.owner, "tags": list(self.tags), "description": self.description}
+
+
+def normalize_sample(domain: str, row: Any) -> dict:
+    """Validate one generated sample; returns a copy with ``metadata`` always a dict."""
+    if not isinstance(row, Mapping):
+        raise DomainError(f"domain {domain!r}: samples yielded {type(row).__name__}, expected a dict")
+    missing = [k for k in ("id", "prompt", "answer") if k not in row]
+    if missing:
+        raise DomainError(f"domain {domain!r}: sample is missing {', '.join(missing)}: {dict(row)!r:.200}")
+    for key in ("id", "prompt", "answer"):
+        if not isinstance(row[key], str):
+            raise DomainError(
+                f"domain {domain!r}: sample field {key!r} must be str, got {type(row[key]).__name__}"
+            )
+    metadata = row.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise DomainError(f"domain {domain!r}: sample metadata must be a dict")
+    return {"id": row["id"], "prompt": row["prompt"], "answer": row["answer"], "metadata": dict(metadata)}

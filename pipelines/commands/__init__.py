@@ -1,0 +1,1 @@
+"""One module per ``assay`` command group; each exposes ``register(subparsers)``."""

@@ -1,0 +1,118 @@
+"""``assay ingest``, ``assay quarantine`` and ``assay sql``: user data into the lake, and queries."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit
+
+
+def register(subparsers) -> None:
+    ingest = subparsers.add_parser(
+        "ingest", help="gate a JSONL/CSV/Parquet file into a domain's lake partition",
+        description="Read rows with `prompt`, `answer` and optional `id`, `metadata`, `split` "
+                    "(train|eval, default train) from a .jsonl/.ndjson, .csv or .parquet file, run the "
+                    "row gates, and commit admitted and quarantined rows to the lake as one batch. "
+                    "Every row is kept: received == admitted + quarantined.")
+    ingest.add_argument("domain", help="registered domain name (see `assay domains list`)")
+    ingest.add_argument("path", help="file to ingest")
+    add_json_flag(ingest)
+    ingest.set_defaults(handler=run_ingest)
+
+    quarantine = subparsers.add_parser(
+        "quarantine", help="list a domain's quarantined rows with their reasons",
+        description="List quarantined rows of a domain: id, line (1-based, in the source file), "
+                    "source and every reason code.")
+    quarantine.add_argument("domain", help="registered domain name")
+    quarantine.add_argument("--limit", type=int, default=0, help="show at most N rows (text mode)")
+    add_json_flag(quarantine)
+    quarantine.set_defaults(handler=run_quarantine)
+
+    sql = subparsers.add_parser(
+        "sql", help="run a DuckDB query over the lake",
+        description="Run SQL with DuckDB over the lake's views: samples, quarantine, and every other "
+                    "table present (results, sweep_summary, regression, ...). "
+                    "Example: assay sql \"SELECT domain, count(*) FROM samples GROUP BY 1\"")
+    sql.add_argument("query", help="the SQL statement")
+    add_json_flag(sql)
+    sql.set_defaults(handler=run_sql)
+
+
+def _domain(name: str):
+    from domains import UnknownDomainError, get_registry
+
+    registry = get_registry()
+    for error in registry.errors:
+        print(f"assay: warning: domain plugin {error}", file=sys.stderr)
+    try:
+        return registry.get(name), registry
+    except UnknownDomainError as exc:
+        raise CliError(str(exc)) from None
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pipelines.settings import open_lake
+    from quality.ingest import ingest_file
+    from quality.readers import UnsupportedFormat, file_format
+
+    domain, registry = _domain(args.domain)
+    path = Path(args.path)
+    try:
+        file_format(path)
+    except UnsupportedFormat as exc:
+        raise CliError(str(exc)) from None
+    if not path.is_file():
+        raise CliError(f"no such file: {path}")
+    try:
+        report = ingest_file(open_lake(), domain, path, all_domains=list(registry))
+    except (UnsupportedFormat, FileNotFoundError) as exc:
+        raise CliError(str(exc)) from None
+
+    def human(s):
+        reasons = ", ".join(f"{k}={v}" for k, v in s["reasons"].items()) or "none"
+        return (f"{s['domain']}: received {s['received']}, admitted {s['admitted']}, "
+                f"quarantined {s['quarantined']} (reasons: {reasons})")
+
+    emit(args, report.summary(), human)
+    return EXIT_OK
+
+
+def run_quarantine(args: argparse.Namespace) -> int:
+    from pipelines.settings import open_lake
+    from quality.ingest import quarantine_listing
+
+    domain, _ = _domain(args.domain)
+    rows = [{k: r[k] for k in ("id", "line", "source", "reasons")}
+            for r in quarantine_listing(open_lake(), domain.name)]
+
+    def human(rows):
+        shown = rows[: args.limit] if args.limit else rows
+        lines = [f"{r['source']}:{r['line']}  {r['id']}  {','.join(r['reasons'])}" for r in shown]
+        return "\n".join(lines + [f"{len(rows)} quarantined rows in {domain.name}"])
+
+    emit(args, rows, human)
+    return EXIT_OK
+
+
+def run_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from pipelines.settings import open_lake
+
+    lake = open_lake()
+    try:
+        frame = lake.sql(args.query)
+    except duckdb.Error as exc:
+        views = ", ".join(lake.views()) or "none yet: run `make demo` or `assay ingest`"
+        raise CliError(f"{str(exc).splitlines()[0]} (views: {views})") from None
+    if args.json:
+        emit(args, frame.to_dicts())
+    else:
+        import polars as pl
+
+        with pl.Config(tbl_rows=50, tbl_cols=20, fmt_str_lengths=60):
+            print(frame)
+    return EXIT_OK

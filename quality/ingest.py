@@ -1,0 +1,241 @@
+"""Ingest: rows in, admitted rows and quarantined rows out, committed to the lake as one batch.
+
+The path is the same for user files (``assay ingest``) and for a domain's generated samples (the
+Dagster ingest asset): structural checks on each raw record, then the row gates
+(:mod:`quality.row_gates`) on the structurally valid rows, then one atomic batch write. The
+invariant ``received == admitted + quarantined`` holds by construction: every record ends in
+exactly one of the two tables, and a quarantined row keeps its original text, source, line and
+every reason that applies.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import polars as pl
+
+from domains.base import SPLITS, Domain
+from quality import reasons
+from quality.lake import Lake
+from quality.normalize import content_hash, stable_id
+from quality.readers import RawRecord, read_records
+from quality.row_gates import GateContext, RowGate, default_row_gates
+
+TEXT_FIELDS = ("prompt", "answer")
+
+SAMPLES_SCHEMA = {
+    "domain": pl.Utf8, "split": pl.Utf8, "id": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8,
+    "metadata": pl.Utf8, "source": pl.Utf8, "line": pl.Int64, "batch": pl.Utf8,
+    "content_hash": pl.Utf8, "ingested_at": pl.Utf8,
+}
+QUARANTINE_SCHEMA = {
+    "domain": pl.Utf8, "split": pl.Utf8, "id": pl.Utf8, "source": pl.Utf8, "line": pl.Int64,
+    "reasons": pl.List(pl.Utf8), "raw": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8,
+    "metadata": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8,
+}
+
+
+@dataclass
+class IngestReport:
+    domain: str
+    received: int
+    admitted: int
+    quarantined: int
+    reasons: dict[str, int]
+    batch: str
+    source: str
+    path: str | None = None
+    preview: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """The CLI contract: ``{"domain","received","admitted","quarantined","reasons"}``."""
+        return {"domain": self.domain, "received": self.received, "admitted": self.admitted,
+                "quarantined": self.quarantined, "reasons": dict(sorted(self.reasons.items()))}
+
+
+@dataclass
+class _Candidate:
+    record: RawRecord
+    reasons: list[str]
+    id: str
+    split: str
+    prompt: str | None
+    answer: str | None
+    metadata: dict | None
+
+
+def _structural(record: RawRecord, domain: str, source: str, default_split: str) -> _Candidate:
+    """Structural reasons for one record: malformed, missing_field, empty_field."""
+    fallback_id = stable_id(domain, source, str(record.line), record.raw)
+    if record.error is not None or not isinstance(record.value, dict):
+        return _Candidate(record, [reasons.MALFORMED], fallback_id, default_split, None, None, None)
+    row = record.value
+    found: list[str] = []
+    fields: dict[str, str | None] = {}
+    for name in TEXT_FIELDS:
+        value = row.get(name)
+        if name not in row or value is None:
+            found.append(reasons.MISSING_FIELD)
+            fields[name] = None
+        elif not isinstance(value, str):
+            found.append(reasons.MALFORMED)
+            fields[name] = None
+        elif not value.strip():
+            found.append(reasons.EMPTY_FIELD)
+            fields[name] = value
+        else:
+            fields[name] = value
+    row_id = row.get("id")
+    if row_id is None or (isinstance(row_id, str) and not row_id.strip()):
+        row_id = None
+    elif isinstance(row_id, bool) or not isinstance(row_id, (str, int)):
+        found.append(reasons.MALFORMED)
+        row_id = None
+    metadata = row.get("metadata")
+    if isinstance(metadata, str) and metadata.strip():
+        try:  # CSV carries metadata as JSON text
+            metadata = json.loads(metadata)
+        except json.JSONDecodeError:
+            metadata = None
+            found.append(reasons.MALFORMED)
+    elif isinstance(metadata, str):
+        metadata = None
+    if metadata is not None and not isinstance(metadata, dict):
+        found.append(reasons.MALFORMED)
+        metadata = None
+    split = row.get("split") or default_split
+    if split not in SPLITS:
+        found.append(reasons.MALFORMED)
+        split = default_split
+    prompt, answer = fields["prompt"], fields["answer"]
+    if row_id is None:
+        row_id = stable_id(domain, prompt or "", answer or "") if prompt and answer else fallback_id
+    return _Candidate(record, sorted(set(found), key=found.index), str(row_id), split, prompt, answer, metadata)
+
+
+def ingest_records(
+    lake: Lake,
+    domain: Domain,
+    records: Iterable[RawRecord],
+    *,
+    source: str,
+    batch: str | None = None,
+    default_split: str = "train",
+    gates: Sequence[RowGate] | None = None,
+    all_domains: Sequence[Domain] = (),
+    write: bool = True,
+) -> IngestReport:
+    """Gate ``records`` for ``domain`` and commit them to the lake as one batch.
+
+    ``batch`` names the batch; an existing batch with that name is replaced atomically (the
+    generated samples of a domain use a fixed name so re-materializing is idempotent).
+    """
+    batch = batch or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    candidates = [_structural(r, domain.name, source, default_split) for r in records]
+
+    # Ids must be unique inside the domain's batch: a repeated explicit id is a duplicate row.
+    valid = [c for c in candidates if not c.reasons]
+    if valid:
+        frame = pl.DataFrame({
+            "row": list(range(len(valid))),
+            "id": [c.id for c in valid],
+            "split": [c.split for c in valid],
+            "prompt": [c.prompt for c in valid],
+            "answer": [c.answer for c in valid],
+            "metadata": [c.metadata for c in valid],
+            "content_hash": [content_hash(c.prompt, c.answer) for c in valid],
+        }, schema_overrides={"metadata": pl.Object})
+        ctx = GateContext(domain=domain, lake=lake, replacing_batch=batch, all_domains=all_domains)
+        for gate in default_row_gates() if gates is None else gates:
+            verdicts = gate.check(frame, ctx)
+            if len(verdicts) != len(valid):
+                raise RuntimeError(f"row gate {gate.name!r} returned {len(verdicts)} verdicts for {len(valid)} rows")
+            for candidate, found in zip(valid, verdicts):
+                candidate.reasons.extend(code for code in found if code not in candidate.reasons)
+        hashes = frame["content_hash"].to_list()
+    else:
+        hashes = []
+    hash_of = {id(c): h for c, h in zip(valid, hashes)}
+
+    admitted_rows, quarantined_rows = [], []
+    seen_ids: set[str] = set()
+    for c in candidates:
+        if not c.reasons and c.id in seen_ids:
+            c.reasons.append(reasons.DUPLICATE)
+        meta_text = json.dumps(c.metadata, sort_keys=True, default=str) if c.metadata is not None else None
+        if c.reasons:
+            quarantined_rows.append({
+                "domain": domain.name, "split": c.split, "id": c.id, "source": source,
+                "line": c.record.line, "reasons": list(c.reasons), "raw": c.record.raw,
+                "prompt": c.prompt, "answer": c.answer, "metadata": meta_text, "batch": batch,
+                "ingested_at": now,
+            })
+        else:
+            seen_ids.add(c.id)
+            admitted_rows.append({
+                "domain": domain.name, "split": c.split, "id": c.id, "prompt": c.prompt,
+                "answer": c.answer, "metadata": meta_text, "source": source, "line": c.record.line,
+                "batch": batch, "content_hash": hash_of[id(c)], "ingested_at": now,
+            })
+
+    counts = Counter(code for row in quarantined_rows for code in row["reasons"])
+    report = IngestReport(
+        domain=domain.name, received=len(candidates), admitted=len(admitted_rows),
+        quarantined=len(quarantined_rows), reasons=dict(counts), batch=batch, source=source,
+        preview=[{k: r[k] for k in ("id", "split", "prompt", "answer")} for r in admitted_rows[:5]],
+    )
+    assert report.received == report.admitted + report.quarantined
+    if write:
+        samples = pl.DataFrame(admitted_rows, schema=SAMPLES_SCHEMA)
+        quarantine = pl.DataFrame(quarantined_rows, schema=QUARANTINE_SCHEMA)
+        manifest = report.summary() | {"batch": batch, "source": source, "ingested_at": now}
+        path = lake.write_batch("ingest", {"domain": domain.name, "batch": batch},
+                                {"samples": samples, "quarantine": quarantine}, manifest)
+        report.path = str(path)
+    return report
+
+
+def ingest_file(lake: Lake, domain: Domain, path: str | Path, **kwargs: Any) -> IngestReport:
+    """Ingest a JSONL, CSV or Parquet file. Errors (missing file, unsupported format) raise
+    before anything is written."""
+    path = Path(path)
+    records = list(read_records(path))  # fully read first: a bad file writes nothing
+    return ingest_records(lake, domain, records, source=str(path.resolve()), **kwargs)
+
+
+def generated_records(domain: Domain, split: str, n: int, seed: int) -> list[RawRecord]:
+    """A domain's generated samples as raw records (line = position in the generator's output)."""
+    return [RawRecord(i, json.dumps(row, default=str, ensure_ascii=False), value=row)
+            for i, row in enumerate(domain.generate(split, n, seed), start=1)]
+
+
+def ingest_generated(lake: Lake, domain: Domain, *, train_n: int, seed: int = 0,
+                     gates: Sequence[RowGate] | None = None,
+                     all_domains: Sequence[Domain] = ()) -> dict[str, IngestReport]:
+    """Materialize a domain's train and eval samples as the batches ``generated-train`` and
+    ``generated-eval`` (replacing earlier ones). Eval uses seed 0 and the domain's ``eval_size``."""
+    out = {}
+    for split, n, split_seed in (("eval", domain.eval_size, 0), ("train", train_n, seed)):
+        records = generated_records(domain, split, n, split_seed)
+        out[split] = ingest_records(
+            lake, domain, records, source=f"generated:{domain.name}:{split}:seed={split_seed}",
+            batch=f"generated-{split}", default_split=split, gates=gates, all_domains=all_domains,
+        )
+    return out
+
+
+def quarantine_listing(lake: Lake, domain: str) -> list[dict[str, Any]]:
+    """``assay quarantine`` rows: ``[{"id","line","source","reasons":[...]}, ...]``."""
+    frame = lake.read("ingest", "quarantine", where={"domain": domain})
+    if frame.is_empty():
+        return []
+    frame = frame.sort(["ingested_at", "source", "line"])
+    return [{"id": r["id"], "line": r["line"], "source": r["source"], "reasons": list(r["reasons"]),
+             "batch": r["batch"]} for r in frame.iter_rows(named=True)]
