@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 import polars as pl
 
 from domains.base import SPLITS, Domain
-from quality import reasons
+from quality import lake_tables, reasons
 from quality.lake import Lake
 from quality.normalize import content_hash, stable_id
 from quality.readers import RawRecord, read_records
@@ -29,16 +29,8 @@ from quality.row_gates import GateContext, RowGate, default_row_gates
 
 TEXT_FIELDS = ("prompt", "answer")
 
-SAMPLES_SCHEMA = {
-    "domain": pl.Utf8, "split": pl.Utf8, "id": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8,
-    "metadata": pl.Utf8, "source": pl.Utf8, "line": pl.Int64, "batch": pl.Utf8,
-    "content_hash": pl.Utf8, "ingested_at": pl.Utf8,
-}
-QUARANTINE_SCHEMA = {
-    "domain": pl.Utf8, "split": pl.Utf8, "id": pl.Utf8, "source": pl.Utf8, "line": pl.Int64,
-    "reasons": pl.List(pl.Utf8), "raw": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8,
-    "metadata": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8,
-}
+SAMPLES_SCHEMA = lake_tables.SAMPLES
+QUARANTINE_SCHEMA = lake_tables.QUARANTINE
 
 
 @dataclass

@@ -1,0 +1,60 @@
+"""Ingest stage: a domain's generated train and eval samples, gated, into the lake."""
+
+import dagster as dg
+
+from domains import get_registry
+from pipelines.partitions import domain_partitions
+from pipelines.resources import LakeResource
+from quality.ingest import ingest_generated
+
+
+class IngestConfig(dg.Config):
+    train_samples: int = 256
+    """How many train samples to generate for the domain (eval uses the domain's eval_size)."""
+    seed: int = 0
+    """Seed for the train split (eval always uses seed 0, so sweeps compare like with like)."""
+
+
+def _markdown_table(rows: list[dict], columns: list[str], width: int = 80) -> str:
+    def cell(value) -> str:
+        text = str(value).replace("\n", " ").replace("|", "\\|")
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+    return head + "\n".join("| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows)
+
+
+@dg.asset(
+    partitions_def=domain_partitions,
+    group_name="ingest",
+    kinds={"parquet", "polars"},
+    description="A domain's generated samples (train + eval) after the row gates; quarantined "
+                "rows are kept with their reasons.",
+)
+def domain_samples(context: dg.AssetExecutionContext, config: IngestConfig,
+                   lake: LakeResource) -> dg.MaterializeResult:
+    registry = get_registry()
+    domain = registry.get(context.partition_key)
+    reports = ingest_generated(lake.lake(), domain, train_n=config.train_samples, seed=config.seed,
+                               all_domains=list(registry))
+    reasons: dict[str, int] = {}
+    for report in reports.values():
+        for code, count in report.reasons.items():
+            reasons[code] = reasons.get(code, 0) + count
+    train, evals = reports["train"], reports["eval"]
+    received = train.received + evals.received
+    admitted = train.admitted + evals.admitted
+    context.log.info(f"{domain.name}: admitted {admitted}/{received}, reasons {reasons or 'none'}")
+    return dg.MaterializeResult(metadata={
+        "owner": domain.owner,
+        "train_admitted": train.admitted,
+        "eval_admitted": evals.admitted,
+        "received": received,
+        "quarantined": train.quarantined + evals.quarantined,
+        "admitted_fraction": dg.MetadataValue.float(admitted / received if received else 0.0),
+        "quarantine_reasons": dg.MetadataValue.md(
+            _markdown_table([{"reason": k, "rows": v} for k, v in sorted(reasons.items())], ["reason", "rows"])
+            if reasons else "no rows quarantined"),
+        "preview": dg.MetadataValue.md(_markdown_table(train.preview, ["id", "prompt", "answer"])),
+        "lake_path": dg.MetadataValue.path(train.path or ""),
+    })

@@ -1,0 +1,27 @@
+"""The Dagster code location: every asset and check under ``assets/``, plus jobs, sensors,
+schedules and the resources chosen in :mod:`pipelines.resources`.
+
+``dagster dev -w workspace.yaml`` and ``dagster definitions validate -w workspace.yaml`` load this.
+It imports no torch, deepspeed, great_expectations or transformers.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+import assets
+from pipelines.jobs import JOBS
+from pipelines.resources import default_resources
+from pipelines.schedules import SCHEDULES
+from pipelines.sensors import SENSORS
+
+defs = dg.Definitions(
+    assets=dg.load_assets_from_package_module(assets),
+    asset_checks=dg.load_asset_checks_from_package_module(assets),
+    jobs=JOBS,
+    sensors=SENSORS,
+    schedules=SCHEDULES,
+    resources=default_resources(os.environ.get("ASSAY_HOME")),
+)

@@ -1,0 +1,60 @@
+"""Dagster resources: the one place that says where data, runs and models live.
+
+Assets receive these; nothing inside an asset reads ``os.environ``. ``default_resources`` picks
+the local defaults (lake under ``ASSAY_HOME``, MLflow on SQLite there); a team deployment swaps
+the values here (object-store lake, PostgreSQL-backed MLflow) without touching assets.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dagster as dg
+
+from quality.lake import Lake, resolve_home
+
+
+class LakeResource(dg.ConfigurableResource):
+    """The Parquet lake under ``home`` (``ASSAY_HOME``)."""
+
+    home: str
+
+    def lake(self) -> Lake:
+        lake = Lake.at(self.home)
+        lake.recover()
+        return lake
+
+
+class MlflowResource(dg.ConfigurableResource):
+    """An MLflow tracking store addressed explicitly (no global fluent run state)."""
+
+    tracking_uri: str
+    artifact_root: str
+    experiment: str = "assay"
+
+    def client(self):
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.tracking_uri)
+
+    def experiment_id(self) -> str:
+        client = self.client()
+        found = client.get_experiment_by_name(self.experiment)
+        if found is not None:
+            return found.experiment_id
+        return client.create_experiment(self.experiment, artifact_location=self.artifact_root)
+
+    def run_url(self, run_id: str) -> str:
+        ui = os.environ.get("ASSAY_MLFLOW_UI", "http://localhost:5000")
+        return f"{ui}/#/experiments/{self.experiment_id()}/runs/{run_id}"
+
+
+def default_resources(home: str | None = None) -> dict[str, Any]:
+    root = resolve_home(home)
+    lake = Lake.at(root)
+    resources: dict[str, Any] = {
+        "lake": LakeResource(home=str(root)),
+        "mlflow": MlflowResource(tracking_uri=lake.mlflow_uri, artifact_root=str(lake.mlflow_artifacts)),
+    }
+    return resources

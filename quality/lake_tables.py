@@ -1,0 +1,95 @@
+"""Column contracts of the lake's tables: writers produce exactly these, readers rely on them.
+
+Each table lives at ``lake/<table>/<partition keys>/<file>.parquet`` and is written with
+:meth:`quality.lake.Lake.write_batch` (one atomic folder per batch). The DuckDB view name is the
+file stem (``part`` -> the table name). Times are ISO-8601 UTC strings. A column that a stage
+cannot compute is null, never a made-up number.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# ingest/domain=<d>/batch=<b>/{samples,quarantine}.parquet  -- written by quality.ingest
+SAMPLES = {
+    "domain": pl.Utf8, "split": pl.Utf8, "id": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8,
+    "metadata": pl.Utf8, "source": pl.Utf8, "line": pl.Int64, "batch": pl.Utf8,
+    "content_hash": pl.Utf8, "ingested_at": pl.Utf8,
+}
+QUARANTINE = {
+    "domain": pl.Utf8, "split": pl.Utf8, "id": pl.Utf8, "source": pl.Utf8, "line": pl.Int64,
+    "reasons": pl.List(pl.Utf8), "raw": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8,
+    "metadata": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8,
+}
+
+# gate_results/domain=<d>/evaluation=<id>/part.parquet  -- one row per expectation of a gate run
+# gate: format | safety | difficulty | selftest; severity: critical | warning | info
+GATE_RESULTS = {
+    "domain": pl.Utf8, "evaluation": pl.Utf8, "gate": pl.Utf8, "expectation": pl.Utf8,
+    "severity": pl.Utf8, "success": pl.Boolean, "observed": pl.Utf8, "threshold": pl.Utf8,
+    "rows_checked": pl.Int64, "rows_failed": pl.Int64, "evaluated_at": pl.Utf8,
+    "mlflow_run_id": pl.Utf8,
+}
+
+# difficulty/domain=<d>/evaluation=<id>/part.parquet  -- per admitted train item
+DIFFICULTY = {
+    "domain": pl.Utf8, "id": pl.Utf8, "difficulty": pl.Float64, "pass_rate": pl.Float64,
+    "k": pl.Int64, "method": pl.Utf8, "in_band": pl.Boolean, "evaluated_at": pl.Utf8,
+}
+
+# checkpoints/checkpoint=<id>/part.parquet  -- one row per saved policy checkpoint
+CHECKPOINTS = {
+    "checkpoint": pl.Utf8, "run_id": pl.Utf8, "step": pl.Int64, "path": pl.Utf8,
+    "recipe": pl.Utf8, "base_model": pl.Utf8, "domains": pl.List(pl.Utf8),
+    "mlflow_model_id": pl.Utf8, "created_at": pl.Utf8,
+}
+
+# training_history/run=<mlflow_run_id>/part.parquet  -- one row per (step, domain); domain "_all"
+# holds the batch-level numbers
+TRAINING_HISTORY = {
+    "run_id": pl.Utf8, "step": pl.Int64, "domain": pl.Utf8, "reward_mean": pl.Float64,
+    "reward_std": pl.Float64, "accuracy": pl.Float64, "kl": pl.Float64, "loss": pl.Float64,
+    "clip_frac": pl.Float64, "entropy": pl.Float64, "zero_var_frac": pl.Float64,
+    "tokens_per_s": pl.Float64, "created_at": pl.Utf8,
+}
+
+# results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet  -- one row per scored sample
+RESULTS = {
+    "checkpoint": pl.Utf8, "domain": pl.Utf8, "item_id": pl.Utf8, "sample_idx": pl.Int64,
+    "score": pl.Float64, "completion": pl.Utf8, "latency_s": pl.Float64, "tokens": pl.Int64,
+    "cluster_id": pl.Utf8, "gen_config": pl.Utf8, "created_at": pl.Utf8,
+}
+
+# sweep_summary/checkpoint=<c>/domain=<d>/part.parquet  -- one row per (checkpoint, domain)
+SWEEP_SUMMARY = {
+    "checkpoint": pl.Utf8, "domain": pl.Utf8, "n": pl.Int64, "k": pl.Int64, "mean": pl.Float64,
+    "pass1": pl.Float64, "passk": pl.Float64, "stderr": pl.Float64, "ci_low": pl.Float64,
+    "ci_high": pl.Float64, "tokens_per_s": pl.Float64, "gen_config": pl.Utf8, "created_at": pl.Utf8,
+}
+
+# regression/candidate=<c>/baseline=<b>/part.parquet  -- one row per domain of one comparison
+# verdict: ok | warn | regression
+REGRESSION = {
+    "candidate": pl.Utf8, "baseline": pl.Utf8, "domain": pl.Utf8, "n": pl.Int64, "k": pl.Int64,
+    "delta": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "p": pl.Float64,
+    "q": pl.Float64, "mde": pl.Float64, "verdict": pl.Utf8, "protected": pl.Boolean,
+    "items_lost": pl.Int64, "items_gained": pl.Int64, "test": pl.Utf8, "created_at": pl.Utf8,
+}
+
+# promotions/decision=<id>/part.parquet  -- every promote/refuse decision and why
+PROMOTIONS = {
+    "decision": pl.Utf8, "candidate": pl.Utf8, "previous_champion": pl.Utf8, "promoted": pl.Boolean,
+    "reason": pl.Utf8, "created_at": pl.Utf8,
+}
+
+
+def empty(schema: dict) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
+def conform(frame: pl.DataFrame, schema: dict) -> pl.DataFrame:
+    """Select and cast ``frame`` to ``schema``; a missing column becomes nulls of its type."""
+    return frame.select([
+        (pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype)).alias(name)
+        for name, dtype in schema.items()
+    ])
