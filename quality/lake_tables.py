@@ -37,6 +37,13 @@ DIFFICULTY = {
     "k": pl.Int64, "method": pl.Utf8, "in_band": pl.Boolean, "evaluated_at": pl.Utf8,
 }
 
+# train_set/domain=<d>/part.parquet  -- the admitted, in-band train rows of a domain whose gates
+# passed (written by the per-domain `domain_train_set` asset; what GRPO reads)
+TRAIN_SET = {
+    "domain": pl.Utf8, "id": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8, "metadata": pl.Utf8,
+    "difficulty": pl.Float64, "evaluation": pl.Utf8, "gated_at": pl.Utf8,
+}
+
 # checkpoints/checkpoint=<id>/part.parquet  -- one row per saved policy checkpoint
 CHECKPOINTS = {
     "checkpoint": pl.Utf8, "run_id": pl.Utf8, "step": pl.Int64, "path": pl.Utf8,
