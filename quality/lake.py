@@ -213,9 +213,11 @@ class Lake:
         return con
 
     def sql(self, query: str) -> pl.DataFrame:
+        """Run ``query`` over the lake's views; a statement without rows gives an empty frame."""
         con = self.connect()
         try:
-            return con.execute(query).pl()
+            relation = con.sql(query)  # duckdb 2.x: execute() returns the connection, sql() a relation
+            return relation.pl() if relation is not None else pl.DataFrame()
         finally:
             con.close()
 

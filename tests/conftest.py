@@ -1,0 +1,55 @@
+"""Shared fixtures: every test gets its own ASSAY_HOME and no plugin path unless it sets one."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+PLUGIN_TEMPLATE = '''
+from domains import Domain
+
+def _samples(split, n, seed):
+    base = 0 if split == "train" else 10_000
+    for i in range(n):
+        k = base + seed * 1000 + i
+        yield {{"id": f"{name}-{{split}}-{{k}}", "prompt": f"What is {{k}} plus 1?", "answer": str(k + 1)}}
+
+def _score(completion, sample):
+    return 1.0 if completion.strip().split()[-1:] == [sample["answer"]] else 0.0
+
+DOMAIN = Domain(name="{name}", owner="plugins@example.com", description="plugin test domain",
+                tags=("test",), samples=_samples, score=_score)
+'''
+
+
+def write_plugin(folder: Path, name: str, body: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(body if body is not None else PLUGIN_TEMPLATE.format(name=name))
+    return path
+
+
+@pytest.fixture
+def assay_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "assay_home"
+    monkeypatch.setenv("ASSAY_HOME", str(home))
+    monkeypatch.delenv("ASSAY_DOMAINS_PATH", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    return home
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: int = 300):
+    """Run the real `assay` CLI in a subprocess (as a user would)."""
+    import subprocess
+
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True,
+                          text=True, env=full_env, cwd=cwd or REPO, timeout=timeout)
