@@ -79,4 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m pipelines.cli`: run the imported module, so command modules and this entry point
+    # share one CliError class.
+    from pipelines.cli import main as _main
+
+    sys.exit(_main())

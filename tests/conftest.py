@@ -41,6 +41,7 @@ def assay_home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "assay_home"
     monkeypatch.setenv("ASSAY_HOME", str(home))
     monkeypatch.delenv("ASSAY_DOMAINS_PATH", raising=False)
+    (home / "dagster").mkdir(parents=True)
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
     return home
 
