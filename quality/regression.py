@@ -1,0 +1,570 @@
+"""Per-domain regression detection: paired, per-item tests of a candidate against a baseline.
+
+What a flag means. For each domain we test
+
+    H0: delta >= -margin   (the candidate is no worse than the baseline by more than ``margin``)
+    H1: delta <  -margin   (a regression beyond the margin)
+
+where ``delta`` is the domain's mean score difference (candidate - baseline) over the population
+of items the eval set is drawn from. Rejecting H0 is the *regression* claim, so the error rate we
+control is the rate of false regression claims. (Testing the other direction, "non-inferiority
+shown", would flag every small, underpowered domain; that direction is reported as ``noninferior``,
+i.e. the 95% CI lies above ``-margin``.) Gains have p close to 1 and are never flagged.
+
+Per domain (all on the items both sides scored, paired):
+
+1. Per-item mean over the K samples of each side, ``d_i = mean(candidate_i) - mean(baseline_i)``.
+   Averaging the K samples first makes the item the unit of analysis: K samples of one item are
+   not independent evidence about the domain (Miller 2024, "Adding Error Bars to Evals",
+   arXiv:2411.00640, sections 2-4: per-item means, paired differences, clustered errors).
+2. Standard error of ``mean(d)``: the paired SE ``sd(d)/sqrt(n)``, or, when items carry a
+   ``cluster_id`` (a template or source whose items move together), the cluster-robust (CR1)
+   sandwich SE with G clusters, ``sqrt(G/(G-1) * sum_g (sum_{i in g} (d_i - mean d))^2) / n``,
+   referred to a t distribution with G-1 degrees of freedom (Cameron & Miller 2015, "A
+   Practitioner's Guide to Cluster-Robust Inference", J. Human Resources 50(2), sections IV and
+   VI). Ignoring clusters understates the SE and inflates false flags; the bench shows it.
+3. The test:
+   - K=1 and binary scores on both sides, no clusters: margin 0 -> the exact McNemar test
+     (binomial test on the discordant pairs, McNemar 1947); margin > 0 -> an exact unconditional
+     test (the p-value is the supremum over the nuisance discordance rate on the H0 boundary) with
+     Tango's restricted-MLE score statistic as the ordering (Tango 1998, Stat. Med. 17:891-908,
+     "Equivalence test and confidence interval for the difference in proportions for the paired-
+     sample design"). For n > ``EXACT_MAX_N`` the asymptotic Tango score test is used.
+   - otherwise: a one-sided paired t test of ``mean(d) + margin`` with the (clustered) SE, or,
+     when there are fewer than ``PERMUTATION_BELOW_UNITS`` independent units (items or clusters),
+     a sign-flip permutation test on the unit sums of ``d_i + margin`` (Fisher 1935;
+     Good 2005, "Permutation, Parametric and Bootstrap Tests of Hypotheses", ch. 3).
+4. ``mde``: the smallest true drop (a positive number, in score units, margin included) this
+   domain's test detects with 80% power at one-sided level ``alpha`` (unadjusted):
+   ``margin + (t_{1-alpha,df} + t_{0.8,df}) * SE`` with SE floored at the Bernoulli variance such a
+   drop implies, ``sqrt(mde (1 - mde) / (K n))``, so a domain where nothing moved does not claim
+   to see arbitrarily small drops (power analysis as in Cohen 1988, ch. 2; for paired binary data
+   Connor 1987, Biometrics 43:207-211). With BH across many domains the per-test threshold is
+   stricter than ``alpha``, so realised power at 1x MDE is lower; the bench reports power at 1x
+   and 2x.
+
+Across domains: Benjamini-Hochberg at ``q`` over every domain's p (Benjamini & Hochberg 1995,
+JRSS-B 57:289-300) gives ``q`` (BH-adjusted p) and the WARN list; Holm's step-down over the
+*protected* domains (Holm 1979, Scand. J. Stat. 6:65-70) controls the family-wise error rate of the
+ERROR (``regression``) verdicts. Verdicts: ``regression`` (protected, Holm-adjusted p <= alpha),
+``warn`` (q <= q_level), else ``ok``.
+
+Items are matched on (domain, item_id). Items or domains only one side scored, items whose
+cluster_id or sample count differ between the sides are reported in :attr:`RegressionReport.missing`
+(never dropped silently); comparisons use the items both sides scored. Bad input (missing columns,
+scores outside [0, 1] or null, duplicate (domain, item_id, sample_idx) rows) raises
+:class:`RegressionInputError`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Iterable, Sequence
+
+import numpy as np
+import polars as pl
+
+REQUIRED_COLUMNS = ("domain", "item_id", "sample_idx", "score")
+DEFAULT_MARGIN = 0.01       # one point on a 0-1 score
+DEFAULT_ALPHA = 0.05        # one-sided level of each test, and the Holm family-wise level
+DEFAULT_Q = 0.05            # BH false discovery rate across domains
+POWER = 0.80                # the power at which `mde` is reported
+EXACT_MAX_N = 1000          # the exact unconditional test costs O(n^2) per nuisance grid point
+PERMUTATION_BELOW_UNITS = 20
+PERMUTATION_DRAWS = 20_000
+EXACT_PERMUTATION_UNITS = 16  # enumerate all 2^units sign flips up to this many units
+NUISANCE_GRID = 60
+VERDICTS = ("ok", "warn", "regression")
+
+
+class RegressionInputError(ValueError):
+    """The results given to the regression report break the input contract."""
+
+
+# -- per-domain statistics (pure functions on arrays) ---------------------------------------------
+
+@dataclass(frozen=True)
+class PairedTest:
+    """One domain's paired test of H0: delta >= -margin against H1: delta < -margin."""
+
+    n: int
+    delta: float
+    se: float
+    df: float               # degrees of freedom of the reference t (inf for normal/exact)
+    p: float
+    ci_low: float
+    ci_high: float
+    mde: float
+    test: str               # which test produced p
+    units: int              # independent units (items, or clusters when clustered)
+
+
+def paired_test(baseline_means: np.ndarray, candidate_means: np.ndarray, *, margin: float = DEFAULT_MARGIN,
+                alpha: float = DEFAULT_ALPHA, clusters: np.ndarray | None = None, k: int = 1,
+                binary_single_sample: bool = False, method: str = "auto", seed: int = 0) -> PairedTest:
+    """Test one domain. Arrays are aligned per item; ``clusters`` holds a cluster label per item
+    (None = independent items). ``binary_single_sample`` says both sides have K=1 scores in {0, 1}.
+    ``method``: "auto" (see the module docstring), "t", "permutation", or "exact"."""
+    b = np.asarray(baseline_means, dtype=float)
+    c = np.asarray(candidate_means, dtype=float)
+    if b.shape != c.shape or b.ndim != 1:
+        raise ValueError("baseline and candidate means must be 1-d arrays of the same length")
+    if method not in ("auto", "t", "permutation", "exact"):
+        raise ValueError(f"method {method!r} is not one of auto, t, permutation, exact")
+    if not 0 <= margin < 1:
+        raise ValueError(f"margin {margin!r} must be in [0, 1) (score units: 0.01 = one point)")
+    n = int(b.size)
+    if n == 0:
+        raise ValueError("no paired items to compare")
+    d = c - b
+    delta = float(d.mean())
+    clustered = clusters is not None and len(set(clusters.tolist())) < n
+    if method == "exact" or (method == "auto" and binary_single_sample and not clustered):
+        if not binary_single_sample:
+            raise ValueError("the exact test needs K=1 binary scores on both sides")
+        return _binary_paired_test(b, c, margin=margin, alpha=alpha)
+    se, df, unit_sums = _paired_se(d, clusters if clustered else None)
+    units = unit_sums.size
+    if method == "permutation" or (method == "auto" and units < PERMUTATION_BELOW_UNITS):
+        p = _sign_flip_p(d, margin, clusters if clustered else None, seed=seed)
+        test = "sign-flip permutation" + (" (clusters)" if clustered else "")
+    else:
+        p = _t_p(delta, margin, se, df)
+        test = "paired t" + (f" (cluster-robust, {units} clusters)" if clustered else "")
+    tcrit = _t_ppf(0.975, df)
+    return PairedTest(n=n, delta=delta, se=se, df=df, p=p, ci_low=delta - tcrit * se,
+                      ci_high=delta + tcrit * se, mde=minimum_detectable_drop(se, n, k, margin, alpha, df),
+                      test=test, units=units)
+
+
+def _paired_se(d: np.ndarray, clusters: np.ndarray | None) -> tuple[float, float, np.ndarray]:
+    """(SE of mean(d), t degrees of freedom, per-unit sums of centred d)."""
+    n = d.size
+    resid = d - d.mean()
+    if clusters is None:
+        se = float(np.sqrt(resid @ resid / (n - 1) / n)) if n > 1 else float("nan")
+        return se, float(n - 1), resid
+    _, inverse = np.unique(np.asarray(clusters).astype(str), return_inverse=True)
+    sums = np.bincount(inverse, weights=resid)
+    g = sums.size
+    if g < 2:
+        return float("nan"), 0.0, sums
+    # CR1: the G/(G-1) factor corrects the downward bias of the sandwich with few clusters.
+    se = float(np.sqrt(g / (g - 1) * (sums @ sums)) / n)
+    return se, float(g - 1), sums
+
+
+def _t_p(delta: float, margin: float, se: float, df: float) -> float:
+    """One-sided p of H0: delta >= -margin (small when delta is well below -margin)."""
+    if not math.isfinite(se) or df <= 0:
+        return 1.0  # one item (or one cluster): no variance estimate, no evidence either way
+    if se == 0:
+        return 0.0 if delta < -margin else 1.0
+    from scipy import stats
+
+    return float(stats.t.cdf((delta + margin) / se, df))
+
+
+def _t_ppf(q: float, df: float) -> float:
+    from scipy import stats
+
+    if not math.isfinite(df) or df <= 0:
+        return float(stats.norm.ppf(q)) if not math.isfinite(df) else float("nan")
+    return float(stats.t.ppf(q, df))
+
+
+def minimum_detectable_drop(se: float, n: int, k: int, margin: float, alpha: float = DEFAULT_ALPHA,
+                            df: float = math.inf, power: float = POWER) -> float:
+    """Smallest true drop detected with ``power`` by a one-sided level-``alpha`` test, given SE.
+
+    The observed SE is floored at the SE that a drop of that size must itself produce with K
+    Bernoulli samples per item, ``sqrt(drop (1 - drop) / (K n))``; solved by fixed-point iteration."""
+    if n < 2:
+        return float("nan")
+    z = _t_ppf(1 - alpha, df) + _t_ppf(power, df)
+    if not math.isfinite(z):
+        return float("nan")
+    observed = se if math.isfinite(se) else 0.0
+    drop = margin + z * observed
+    for _ in range(100):
+        floor = math.sqrt(max(drop * (1 - drop), 0.0) / (max(k, 1) * n))
+        new = min(1.0, margin + z * max(observed, floor))
+        if abs(new - drop) < 1e-9:
+            break
+        drop = new
+    return float(drop)
+
+
+def _sign_flip_p(d: np.ndarray, margin: float, clusters: np.ndarray | None, seed: int) -> float:
+    """Sign-flip permutation p of H0: E[d] >= -margin, flipping whole clusters when clustered."""
+    shifted = d + margin
+    if clusters is None:
+        units = shifted
+    else:
+        _, inverse = np.unique(np.asarray(clusters).astype(str), return_inverse=True)
+        units = np.bincount(inverse, weights=shifted)
+    observed = units.sum()
+    m = units.size
+    if m <= EXACT_PERMUTATION_UNITS:
+        signs = 1 - 2 * ((np.arange(2 ** m)[:, None] >> np.arange(m)) & 1)
+        stats_ = signs @ units
+        return float(np.mean(stats_ <= observed + 1e-12))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((-1.0, 1.0), size=(PERMUTATION_DRAWS, m))
+    stats_ = signs @ units
+    return float((1 + np.sum(stats_ <= observed + 1e-12)) / (1 + PERMUTATION_DRAWS))
+
+
+def _tango_restricted(lost: np.ndarray, gained: np.ndarray, n: int, margin: float) -> np.ndarray:
+    """Restricted MLE of P(gain) under p_lost - p_gained = margin (root of 2n x^2 - B x - C)."""
+    rest = n - lost - gained
+    b_coef = (lost + gained) - margin * (lost + 3 * gained + 2 * rest)
+    c_coef = gained * margin * (1 - margin)
+    return (b_coef + np.sqrt(b_coef ** 2 + 8 * n * c_coef)) / (4 * n)
+
+
+def _tango_z(lost, gained, n: int, margin: float):
+    """Tango's score statistic for H0: p_lost - p_gained <= margin (large = regression)."""
+    lost = np.asarray(lost, dtype=float)
+    gained = np.asarray(gained, dtype=float)
+    x = _tango_restricted(lost, gained, n, margin)
+    var = n * (2 * x + margin - margin ** 2)
+    diff = lost - gained - n * margin
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(var > 0, diff / np.sqrt(np.where(var > 0, var, 1.0)), np.where(diff > 0, np.inf, -np.inf))
+    return z
+
+
+def _binary_paired_test(b: np.ndarray, c: np.ndarray, *, margin: float, alpha: float) -> PairedTest:
+    from scipy import stats
+
+    n = b.size
+    lost = int(np.sum((b == 1) & (c == 0)))
+    gained = int(np.sum((b == 0) & (c == 1)))
+    delta = (gained - lost) / n
+    if margin == 0:
+        discordant = lost + gained
+        p = float(stats.binomtest(lost, discordant, 0.5, alternative="greater").pvalue) if discordant else 1.0
+        test = "exact McNemar"
+    elif n <= EXACT_MAX_N:
+        p = _exact_unconditional_p(lost, gained, n, margin)
+        test = "exact unconditional (Tango score)"
+    else:
+        p = float(stats.norm.sf(_tango_z(lost, gained, n, margin)))
+        test = "Tango score (asymptotic)"
+    # Wald interval for a paired difference of proportions (descriptive; the verdict uses p).
+    se = math.sqrt(max((lost + gained) / n - delta ** 2, 0.0) / n)
+    z = float(stats.norm.ppf(0.975))
+    return PairedTest(n=n, delta=delta, se=se, df=math.inf, p=min(1.0, p), ci_low=delta - z * se,
+                      ci_high=delta + z * se, mde=minimum_detectable_drop(se, n, 1, margin, alpha),
+                      test=test, units=n)
+
+
+def _exact_unconditional_p(lost: int, gained: int, n: int, margin: float) -> float:
+    """sup over the H0 boundary (p_lost = p_gained + margin) of P(Z >= Z_observed)."""
+    from scipy.special import gammaln
+
+    z_obs = float(_tango_z(lost, gained, n, margin))
+    if z_obs == -np.inf:
+        return 1.0
+    ls, gs = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    valid = ls + gs <= n
+    ls, gs = ls[valid], gs[valid]
+    extreme = _tango_z(ls, gs, n, margin) >= z_obs - 1e-9
+    ls, gs = ls[extreme].astype(float), gs[extreme].astype(float)
+    rs = n - ls - gs
+    log_coef = gammaln(n + 1) - gammaln(ls + 1) - gammaln(gs + 1) - gammaln(rs + 1)
+    upper = (1 - margin) / 2
+
+    def tail(x: float) -> float:
+        logp = (log_coef + ls * math.log(x + margin) + gs * math.log(x)
+                + rs * math.log(max(1 - 2 * x - margin, 1e-300)))
+        return float(np.exp(logp).sum())
+
+    # A coarse grid over the nuisance P(gain), then a finer one around the coarse maximum.
+    coarse = np.linspace(0, upper, NUISANCE_GRID + 2)[1:-1]
+    values = [tail(x) for x in coarse]
+    step = coarse[1] - coarse[0]
+    centre = coarse[int(np.argmax(values))]
+    fine = np.linspace(max(centre - step, step * 1e-3), min(centre + step, upper - step * 1e-3), 21)
+    return max(max(values), *(tail(x) for x in fine))
+
+
+# -- multiplicity --------------------------------------------------------------------------------
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> np.ndarray:
+    """BH-adjusted p-values (q-values): reject those <= q to control the FDR at q."""
+    p = np.asarray(pvalues, dtype=float)
+    m = p.size
+    if m == 0:
+        return p
+    order = np.argsort(p)
+    ranked = p[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values: reject those <= alpha for FWER control at alpha."""
+    p = np.asarray(pvalues, dtype=float)
+    m = p.size
+    if m == 0:
+        return p
+    order = np.argsort(p)
+    stepped = np.maximum.accumulate(p[order] * (m - np.arange(m)))
+    out = np.empty(m)
+    out[order] = np.minimum(stepped, 1.0)
+    return out
+
+
+# -- reports on result tables --------------------------------------------------------------------
+
+@dataclass
+class DomainComparison:
+    domain: str
+    n: int
+    k: int
+    delta: float
+    ci_low: float
+    ci_high: float
+    p: float
+    q: float
+    mde: float
+    verdict: str
+    protected: bool
+    p_holm: float | None
+    noninferior: bool
+    items_lost: int
+    items_gained: int
+    test: str
+    se: float
+    clusters: int | None
+    lost_items: list[str] = field(default_factory=list)
+    gained_items: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                out[key] = None  # JSON has no NaN; a statistic that cannot be computed is null
+        return out
+
+
+@dataclass
+class RegressionReport:
+    domains: list[DomainComparison]
+    missing: dict
+    margin: float
+    alpha: float
+    q_level: float
+    baseline: str | None = None
+    candidate: str | None = None
+
+    @property
+    def regressions(self) -> list[DomainComparison]:
+        return [d for d in self.domains if d.verdict == "regression"]
+
+    @property
+    def warnings(self) -> list[DomainComparison]:
+        return [d for d in self.domains if d.verdict == "warn"]
+
+    def to_json(self) -> dict:
+        return {
+            "baseline": self.baseline, "candidate": self.candidate,
+            "margin": self.margin, "alpha": self.alpha, "q_level": self.q_level,
+            "domains": [d.to_json() for d in self.domains],
+            "missing": self.missing,
+            "summary": {"domains": len(self.domains), "regression": len(self.regressions),
+                        "warn": len(self.warnings),
+                        "ok": sum(d.verdict == "ok" for d in self.domains)},
+        }
+
+    def to_frame(self) -> pl.DataFrame:
+        """Rows of lake table ``regression`` (quality.lake_tables.REGRESSION)."""
+        from quality.lake_tables import REGRESSION, conform
+
+        now = datetime.now(timezone.utc).isoformat()
+        rows = [{**{k: v for k, v in d.to_json().items() if k in REGRESSION},
+                 "candidate": self.candidate, "baseline": self.baseline, "created_at": now}
+                for d in self.domains]
+        return conform(pl.DataFrame(rows, schema_overrides={k: REGRESSION[k] for k in REGRESSION
+                                                            if rows and k in rows[0]})
+                       if rows else pl.DataFrame(), REGRESSION)
+
+
+def validate_results(frame: pl.DataFrame, side: str) -> pl.DataFrame:
+    """Check one side's per-sample rows; returns them with cluster_id present (maybe null)."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise RegressionInputError(
+            f"{side}: missing column(s) {', '.join(missing)}; each row needs domain, item_id, "
+            f"sample_idx, score in [0, 1] and optionally cluster_id (found: {', '.join(frame.columns) or 'none'})")
+    if frame.height == 0:
+        raise RegressionInputError(f"{side}: no rows")
+    try:
+        out = frame.select(
+            pl.col("domain").cast(pl.Utf8), pl.col("item_id").cast(pl.Utf8),
+            pl.col("sample_idx").cast(pl.Int64), pl.col("score").cast(pl.Float64),
+            (pl.col("cluster_id").cast(pl.Utf8) if "cluster_id" in frame.columns
+             else pl.lit(None, dtype=pl.Utf8)).alias("cluster_id"),
+        )
+    except pl.exceptions.PolarsError as exc:
+        raise RegressionInputError(f"{side}: columns have the wrong types ({exc}); sample_idx must be "
+                                   "an integer and score a number in [0, 1]") from None
+    for column in ("domain", "item_id", "sample_idx", "score"):
+        nulls = out.filter(pl.col(column).is_null() | (pl.col(column).is_nan() if column == "score" else False))
+        if nulls.height:
+            row = nulls.row(0, named=True)
+            raise RegressionInputError(f"{side}: {nulls.height} row(s) with a null {column}, e.g. "
+                                       f"domain={row['domain']!r} item_id={row['item_id']!r}")
+    bad = out.filter((pl.col("score") < 0) | (pl.col("score") > 1))
+    if bad.height:
+        row = bad.row(0, named=True)
+        raise RegressionInputError(
+            f"{side}: {bad.height} score(s) outside [0, 1], e.g. {row['score']!r} for domain="
+            f"{row['domain']!r} item_id={row['item_id']!r}; rescale scores to [0, 1]")
+    dupes = out.group_by("domain", "item_id", "sample_idx").len().filter(pl.col("len") > 1)
+    if dupes.height:
+        row = dupes.row(0, named=True)
+        raise RegressionInputError(
+            f"{side}: {dupes.height} duplicated (domain, item_id, sample_idx) key(s), e.g. "
+            f"({row['domain']!r}, {row['item_id']!r}, {row['sample_idx']}); each sample must appear once")
+    return out
+
+
+def _per_item(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.group_by("domain", "item_id").agg(
+        pl.col("score").mean().alias("mean"), pl.len().alias("k"),
+        pl.col("score").is_in([0.0, 1.0]).all().alias("binary"),
+        pl.col("cluster_id").drop_nulls().first().alias("cluster_id"),
+        pl.col("cluster_id").drop_nulls().n_unique().alias("cluster_ids"),
+    )
+
+
+def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: float | dict = DEFAULT_MARGIN,
+                    protected: Iterable[str] = (), alpha: float = DEFAULT_ALPHA, q_level: float = DEFAULT_Q,
+                    method: str = "auto", baseline_name: str | None = None,
+                    candidate_name: str | None = None) -> RegressionReport:
+    """Compare per-sample results (columns domain, item_id, sample_idx, score, optional
+    cluster_id) domain by domain. ``margin`` is one number or ``{domain: margin}`` (others get
+    :data:`DEFAULT_MARGIN`); ``protected`` names the domains whose regressions are ERRORs."""
+    if not 0 < alpha < 1 or not 0 < q_level < 1:
+        raise ValueError(f"alpha ({alpha}) and q_level ({q_level}) must be in (0, 1)")
+    base = validate_results(baseline, "baseline")
+    cand = validate_results(candidate, "candidate")
+    protected = set(protected)
+    margins = margin if isinstance(margin, dict) else {}
+    default_margin = DEFAULT_MARGIN if isinstance(margin, dict) else float(margin)
+
+    bi, ci = _per_item(base), _per_item(cand)
+    joined = bi.join(ci, on=["domain", "item_id"], how="full", suffix="_c", coalesce=True)
+    only_b = joined.filter(pl.col("mean_c").is_null())
+    only_c = joined.filter(pl.col("mean").is_null())
+    paired = joined.filter(pl.col("mean").is_not_null() & pl.col("mean_c").is_not_null())
+
+    mismatched = []
+    for row in paired.filter((pl.col("cluster_ids") > 1) | (pl.col("cluster_ids_c") > 1)).iter_rows(named=True):
+        mismatched.append({"domain": row["domain"], "item_id": row["item_id"],
+                           "reason": "several cluster_ids across the item's samples"})
+    for row in paired.filter(pl.col("cluster_id").is_not_null() & pl.col("cluster_id_c").is_not_null()
+                             & (pl.col("cluster_id") != pl.col("cluster_id_c"))).iter_rows(named=True):
+        mismatched.append({"domain": row["domain"], "item_id": row["item_id"],
+                           "reason": f"cluster_id {row['cluster_id']!r} in baseline, "
+                                     f"{row['cluster_id_c']!r} in candidate (baseline's used)"})
+    for row in paired.filter(pl.col("k") != pl.col("k_c")).iter_rows(named=True):
+        mismatched.append({"domain": row["domain"], "item_id": row["item_id"],
+                           "reason": f"{row['k']} samples in baseline, {row['k_c']} in candidate "
+                                     "(per-item means compared)"})
+
+    domains_b = set(base["domain"].unique().to_list())
+    domains_c = set(cand["domain"].unique().to_list())
+    unknown_margins = set(margins) - domains_b - domains_c
+    if unknown_margins:
+        raise RegressionInputError(f"margin given for domain(s) not in the results: {', '.join(sorted(unknown_margins))}")
+    for name, value in margins.items():
+        if not 0 <= value < 1:
+            raise RegressionInputError(f"margin for {name!r} is {value}; use a value in [0, 1) (0.01 = one point)")
+
+    tests: list[tuple[str, PairedTest, dict]] = []
+    for domain in sorted(domains_b & domains_c):
+        part = paired.filter(pl.col("domain") == domain).sort("item_id")
+        if part.height == 0:
+            continue  # reported below as a domain with no common items
+        clusters = part["cluster_id"].fill_null(part["cluster_id_c"])
+        has_clusters = clusters.null_count() < part.height
+        cluster_arr = None
+        if has_clusters:  # an item without a cluster is its own cluster
+            cluster_arr = clusters.fill_null(pl.lit("__item__:") + part["item_id"]).to_numpy()
+        binary = bool(part["binary"].all() and part["binary_c"].all()
+                      and (part["k"] == 1).all() and (part["k_c"] == 1).all())
+        k = int(min(part["k"].min(), part["k_c"].min()))
+        result = paired_test(part["mean"].to_numpy(), part["mean_c"].to_numpy(),
+                             margin=margins.get(domain, default_margin), alpha=alpha, clusters=cluster_arr,
+                             k=k, binary_single_sample=binary, method=method)
+        bm, cm = part["mean"], part["mean_c"]
+        lost_mask = (bm >= 0.5) & (cm < 0.5)
+        gained_mask = (cm >= 0.5) & (bm < 0.5)
+        extra = {"k": k, "lost": part.filter(lost_mask)["item_id"].to_list(),
+                 "gained": part.filter(gained_mask)["item_id"].to_list(),
+                 "clusters": result.units if has_clusters else None}
+        tests.append((domain, result, extra))
+
+    qs = benjamini_hochberg([t.p for _, t, _ in tests])
+    protected_idx = [i for i, (d, _, _) in enumerate(tests) if d in protected]
+    holm_adj = dict(zip(protected_idx, holm([tests[i][1].p for i in protected_idx])))
+    rows = []
+    for i, (domain, t, extra) in enumerate(tests):
+        p_holm = float(holm_adj[i]) if i in holm_adj else None
+        if p_holm is not None and p_holm <= alpha:
+            verdict = "regression"
+        elif qs[i] <= q_level:
+            verdict = "warn"
+        else:
+            verdict = "ok"
+        m = margins.get(domain, default_margin)
+        rows.append(DomainComparison(
+            domain=domain, n=t.n, k=extra["k"], delta=t.delta, ci_low=t.ci_low, ci_high=t.ci_high, p=t.p,
+            q=float(qs[i]), mde=t.mde, verdict=verdict, protected=domain in protected, p_holm=p_holm,
+            noninferior=bool(math.isfinite(t.ci_low) and t.ci_low > -m),
+            items_lost=len(extra["lost"]), items_gained=len(extra["gained"]), test=t.test, se=t.se,
+            clusters=extra["clusters"], lost_items=extra["lost"][:50], gained_items=extra["gained"][:50]))
+
+    compared = {d for d, _, _ in tests}
+    missing = {
+        "baseline_only_items": [{"domain": r["domain"], "item_id": r["item_id"]} for r in
+                                only_b.filter(pl.col("domain").is_in(list(domains_c))).sort("domain", "item_id").iter_rows(named=True)],
+        "candidate_only_items": [{"domain": r["domain"], "item_id": r["item_id"]} for r in
+                                 only_c.filter(pl.col("domain").is_in(list(domains_b))).sort("domain", "item_id").iter_rows(named=True)],
+        "mismatched_items": sorted(mismatched, key=lambda r: (r["domain"], r["item_id"], r["reason"])),
+        "baseline_only_domains": sorted(domains_b - domains_c),
+        "candidate_only_domains": sorted(domains_c - domains_b),
+        "domains_without_common_items": sorted((domains_b & domains_c) - compared),
+        "protected_not_compared": sorted(protected - compared),
+    }
+    missing["count"] = sum(len(v) for v in missing.values())
+    return RegressionReport(domains=rows, missing=missing, margin=default_margin, alpha=alpha, q_level=q_level,
+                            baseline=baseline_name, candidate=candidate_name)
+
+
+def read_results_file(path: str) -> pl.DataFrame:
+    """Read a per-sample results file (Parquet, CSV or JSONL) for :func:`compare_results`."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise RegressionInputError(f"{path}: no such file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            return pl.read_parquet(p)
+        if suffix == ".csv":
+            return pl.read_csv(p, schema_overrides={"item_id": pl.Utf8, "domain": pl.Utf8, "cluster_id": pl.Utf8})
+        if suffix in (".jsonl", ".ndjson"):
+            return pl.read_ndjson(p)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is bad input for the user to fix
+        raise RegressionInputError(f"{path}: cannot read as {suffix[1:]}: {exc}") from None
+    raise RegressionInputError(f"{path}: unsupported format {suffix or '(none)'}; use .parquet, .csv or .jsonl")
