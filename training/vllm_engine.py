@@ -1,0 +1,66 @@
+"""The vLLM generation backend (GPU machines, optional ``vllm`` extra).
+
+Same interface as :class:`training.generation.TorchEngine`. Imported only when
+``make_engine(..., backend="vllm")`` is asked for: the vLLM wheel is CUDA-only and pins its own
+torch (see MACHINE-NOTES), so nothing else in Assay may import it. The policy folder is resolved
+by :mod:`training.policy` (the SmolLM2 GGUF is converted to safetensors first, which vLLM loads
+natively).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from training.generation import Generation, SamplingParams
+
+
+class VllmEngine:
+    name = "vllm"
+
+    def __init__(self, policy_ref: str, *, dtype: str = "bfloat16", home: str | None = None,
+                 gpu_memory_utilization: float = 0.5, **llm_options: Any):
+        try:
+            import vllm
+        except ImportError as exc:
+            raise RuntimeError(
+                "the vllm backend needs the optional extra on a GPU machine: pip install '.[vllm]' "
+                "(its wheel is CUDA-only); use backend='torch' on CPU"
+            ) from exc
+        from training.policy import load_tokenizer, policy_path
+
+        self.policy_ref = policy_ref
+        path = str(policy_path(policy_ref, home))
+        self.tokenizer = load_tokenizer(path, home)
+        self._vllm = vllm
+        self.llm = vllm.LLM(model=path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
+                            **llm_options)
+
+    def format_prompt(self, user_text: str) -> str:
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template([{"role": "user", "content": user_text}],
+                                                      tokenize=False, add_generation_prompt=True)
+        return user_text
+
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+        if not prompts:
+            return []
+        sampling = self._vllm.SamplingParams(
+            n=params.n, temperature=params.temperature, top_p=params.top_p,
+            top_k=params.top_k if params.top_k > 0 else -1, max_tokens=params.max_new_tokens,
+            stop=list(params.stop) or None, seed=params.seed,
+        )
+        started = time.perf_counter()
+        outputs = self.llm.generate([{"prompt_token_ids": self.tokenizer(p, add_special_tokens=False).input_ids}
+                                     for p in prompts], sampling, use_tqdm=False)
+        share = (time.perf_counter() - started) / max(1, len(prompts) * params.n)
+        result = []
+        for out in outputs:
+            result.append([
+                Generation(text=c.text, completion_tokens=len(c.token_ids),
+                           prompt_tokens=len(out.prompt_token_ids), latency_s=share,
+                           finish_reason="length" if c.finish_reason == "length" else "stop",
+                           token_ids=list(c.token_ids))
+                for c in out.outputs
+            ])
+        return result
