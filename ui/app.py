@@ -1,0 +1,32 @@
+"""Assay quality dashboard: `streamlit run ui/app.py` (or `make dashboard`).
+
+A router over ``ui/app_pages/``: the shared sidebar (where the data lives, owner/tag filters,
+reload) is drawn here before the chosen page runs. ASSAY_HOME is resolved once, at app start.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `streamlit run ui/app.py` puts ui/ on sys.path, not the repo root that holds the packages.
+_REPO = Path(__file__).resolve().parents[1]
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
+
+import streamlit as st  # noqa: E402
+
+from ui import components, data  # noqa: E402
+
+st.set_page_config(page_title="Assay quality", page_icon="🧪", layout="wide")
+
+page = st.navigation([
+    st.Page("app_pages/overview.py", title="Overview", icon="🗺️", default=True),
+    st.Page("app_pages/domain.py", title="Domain", icon="🔎", url_path="domain"),
+    st.Page("app_pages/training.py", title="Training", icon="📈", url_path="training"),
+    st.Page("app_pages/regressions.py", title="Regressions", icon="⚖️", url_path="regressions"),
+])
+
+home = data.current_home()
+components.sidebar(home)
+page.run()

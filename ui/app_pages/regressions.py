@@ -1,0 +1,60 @@
+"""Regressions: the latest comparison of a candidate against the champion, domain by domain."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from ui import charts, components, data
+
+st.title("Regressions")
+home = data.current_home()
+registry = data.registry_frame()
+report = data.regressions(home)
+listing = report["comparisons"]
+if not listing.height:
+    components.empty_state("No regression report yet.", "assay regress")
+    st.stop()
+
+labels = {(r["candidate"], r["baseline"]): f"{r['candidate']} vs {r['baseline']} · {r['created_at']} · "
+          f"{r['regressions']} regression(s)" for r in listing.iter_rows(named=True)}
+key = st.selectbox("Comparison (newest first)", list(labels), format_func=labels.get, key="regressions_pick")
+candidate, baseline = key
+rows = report["rows"][key]
+names = components.filtered_domains(registry, rows["domain"].to_list())
+rows = rows.filter(pl.col("domain").is_in(names))
+
+decision = report["decisions"].get(candidate)
+cols = st.columns(4)
+cols[0].metric("Domains compared", rows.height)
+cols[1].metric("Regressions", rows.filter(pl.col("verdict") == "regression").height)
+cols[2].metric("Warnings", rows.filter(pl.col("verdict") == "warn").height)
+cols[3].metric("Protected regressions", rows.filter((pl.col("verdict") == "regression") & pl.col("protected")).height,
+               help="a regression on a protected domain blocks promotion")
+if decision:
+    text = (f"Promotion of **{candidate}**: {'promoted ✅' if decision['promoted'] else 'refused 🛑'} — "
+            f"{decision['reason']} ({decision['created_at']})")
+    (st.success if decision["promoted"] else st.error)(text)
+else:
+    st.caption(f"No promotion decision recorded for {candidate} yet.")
+st.caption(f"Champion now: **{report['champion']}**. 🔒 marks protected domains. Click a column header to sort.")
+
+verdicts = st.multiselect("Verdicts", ["regression", "warn", "ok"], default=["regression", "warn", "ok"],
+                          key="regressions_verdicts")
+rows = rows.filter(pl.col("verdict").is_in(verdicts))
+owners = registry.select("domain", "owner") if registry.height else pl.DataFrame(schema={"domain": pl.Utf8, "owner": pl.Utf8})
+table = rows.join(owners, on="domain", how="left").with_columns(
+    pl.when(pl.col("protected")).then(pl.lit("🔒 protected")).otherwise(pl.lit("")).alias("protected"),
+    (pl.col("delta") * 100).round(2).alias("Δ (pts)"),
+    (pl.col("ci_low") * 100).round(2).alias("CI low (pts)"),
+    (pl.col("ci_high") * 100).round(2).alias("CI high (pts)"),
+    (pl.col("mde") * 100).round(2).alias("MDE (pts)"),
+    pl.col("verdict").replace_strict({"regression": 0, "warn": 1, "ok": 2}, default=3).alias("_rank"),
+).sort(["_rank", "q", "domain"], nulls_last=True).select(
+    "domain", "protected", "verdict", "Δ (pts)", "CI low (pts)", "CI high (pts)", "p", "q", "MDE (pts)",
+    "items_lost", "items_gained", "n", "k", "owner", "test")
+st.dataframe(table.to_pandas(), hide_index=True, width="stretch",
+             column_config={"p": st.column_config.NumberColumn("p", format="%.4f"),
+                            "q": st.column_config.NumberColumn("q (BH)", format="%.4f")})
+if rows.height:
+    st.altair_chart(charts.regression_forest(rows), width="stretch")

@@ -1,0 +1,63 @@
+"""Training: how a GRPO run learned, per domain, with a link to its MLflow run."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from ui import charts, components, data
+
+st.title("Training")
+home = data.current_home()
+runs_view = data.training(home)
+runs = runs_view["runs"]
+if not runs.height:
+    components.empty_state("No training history in the lake yet.", "assay train")
+    st.stop()
+
+labels = {r["run_id"]: f"{r['run_id'][:12]} · {r['steps']} steps · last {r['last_at']}"
+          for r in runs.iter_rows(named=True)}
+run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="training_run")
+curves = runs_view["curves"][run_id]
+
+run = data.mlflow_run(home, run_id)
+if "error" in run:
+    st.warning(run["error"])
+else:
+    st.markdown(f"MLflow run **{run['name']}** ({run['status'].lower()}, started {run['start']}): "
+                f"[open in MLflow]({run['url']})")
+    st.caption(f"Link target: `mlflow ui --backend-store-uri sqlite:///{home}/mlflow.db` serving at "
+               f"{run['url'].split('/#')[0]} (set {data.MLFLOW_UI_ENV} to change it)")
+
+domains = sorted(d for d in curves["domain"].unique().to_list() if d != "_all")
+batch = curves.filter(pl.col("domain") == "_all").with_columns(pl.lit("all domains").alias("domain"))
+if not batch.height:  # no batch-level rows: average the domains
+    batch = (curves.group_by("step").agg(pl.col("kl", "zero_var_frac", "tokens_per_s").mean())
+             .with_columns(pl.lit("mean of domains").alias("domain")).sort("step"))
+
+cols = st.columns(4)
+cols[0].metric("Steps", int(curves["step"].max()))
+last = batch.drop_nulls("zero_var_frac").tail(1)
+cols[1].metric("Zero-variance groups (last step)",
+               components.pct(last["zero_var_frac"][0]) if last.height else "n/a",
+               help="share of prompt groups whose samples all got the same reward (no GRPO signal)")
+speed = batch["tokens_per_s"].drop_nulls()
+cols[2].metric("Tokens/s (median)", f"{speed.median():.1f}" if speed.len() else "n/a")
+cols[3].metric("Domains", len(domains))
+
+chosen = st.multiselect("Domains", domains, default=domains[:8], key="training_domains")
+per_domain = curves.filter(pl.col("domain").is_in(chosen)) if chosen else curves.filter(pl.col("domain") != "_all")
+left, right = st.columns(2)
+left.altair_chart(charts.training_curve(per_domain, "reward_mean", "Mean reward", "reward units, 0-1"),
+                  width="stretch")
+right.altair_chart(charts.training_curve(per_domain, "accuracy", "Accuracy", "fraction correct"),
+                   width="stretch")
+left, right = st.columns(2)
+kl_source = per_domain if per_domain["kl"].drop_nulls().len() else batch
+left.altair_chart(charts.training_curve(kl_source, "kl", "KL to reference", "nats per token"), width="stretch")
+if batch["zero_var_frac"].drop_nulls().len():
+    right.altair_chart(charts.training_curve(batch, "zero_var_frac", "Zero-variance groups", "fraction of groups"),
+                       width="stretch")
+if speed.len():
+    st.altair_chart(charts.training_curve(batch, "tokens_per_s", "Throughput", "completion tokens/s"),
+                    width="stretch")

@@ -1,0 +1,128 @@
+"""Altair charts of the dashboard: pure functions from a frame to a chart, every axis titled with
+its unit. Scores are fractions in the lake; charts show percent (score) and percentage points
+(deltas), so a 0.03 drop reads as "-3 pts"."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+STATUS_COLOURS = {"regressed": "#d62728", "warn": "#ff9f1c", "improved": "#2ca02c", "unchanged": "#c7c7c7"}
+VERDICT_COLOURS = {"regression": "#d62728", "warn": "#ff9f1c", "ok": "#2ca02c"}
+
+
+def _pandas(frame: pl.DataFrame):
+    return frame.to_pandas()
+
+
+def verdict_heatmap(cells: pl.DataFrame, domains: list[str]) -> alt.Chart:
+    """Domains (rows, in the given order) x checkpoints (columns, oldest left), coloured by status,
+    labelled with the delta in points."""
+    data = cells.filter(pl.col("domain").is_in(domains)).with_columns(
+        (pl.col("delta") * 100).round(1).alias("delta_pts"),
+        (pl.col("ci_low") * 100).round(1).alias("ci_low_pts"),
+        (pl.col("ci_high") * 100).round(1).alias("ci_high_pts"),
+        (pl.col("mde") * 100).round(1).alias("mde_pts"),
+    )
+    checkpoints = (data.select("candidate", "position").unique().sort("position")["candidate"].to_list()
+                   if data.height else [])
+    base = alt.Chart(_pandas(data)).encode(
+        x=alt.X("candidate:N", sort=checkpoints, title="candidate checkpoint (oldest → newest)",
+                axis=alt.Axis(labelAngle=-35, labelLimit=160)),
+        y=alt.Y("domain:N", sort=domains, title="domain"),
+    )
+    rects = base.mark_rect(stroke="white", strokeWidth=1).encode(
+        color=alt.Color("status:N", title="verdict vs champion",
+                        scale=alt.Scale(domain=list(STATUS_COLOURS), range=list(STATUS_COLOURS.values()))),
+        tooltip=[alt.Tooltip("domain:N"), alt.Tooltip("candidate:N", title="candidate"),
+                 alt.Tooltip("baseline:N", title="champion (baseline)"),
+                 alt.Tooltip("delta_pts:Q", title="Δ score (pts)"),
+                 alt.Tooltip("ci_low_pts:Q", title="CI low (pts)"), alt.Tooltip("ci_high_pts:Q", title="CI high (pts)"),
+                 alt.Tooltip("q:Q", title="q (BH)", format=".3f"), alt.Tooltip("mde_pts:Q", title="MDE (pts)"),
+                 alt.Tooltip("verdict:N")],
+    )
+    labels = base.mark_text(fontSize=10).encode(text=alt.Text("delta_pts:Q", format="+.1f"))
+    height = max(160, 22 * len(domains))
+    return (rects + labels).properties(height=height, title="Δ score vs champion (percentage points)")
+
+
+def gate_pass_rates(gates: pl.DataFrame) -> alt.Chart:
+    return alt.Chart(_pandas(gates)).mark_line(point=True).encode(
+        x=alt.X("evaluated_at:T", title="gate evaluation time (UTC)"),
+        y=alt.Y("rows_passed_pct:Q", title="row checks passed (%)", scale=alt.Scale(zero=False)),
+        color=alt.Color("gate:N", title="gate"),
+        tooltip=["evaluation", "gate", "evaluated_at", "expectations", "expectations_passed",
+                 "rows_checked", "rows_failed", alt.Tooltip("rows_passed_pct:Q", format=".1f")],
+    ).properties(height=260, title="Gate pass rate per evaluation")
+
+
+def quarantine_reasons(reasons: pl.DataFrame) -> alt.Chart:
+    return alt.Chart(_pandas(reasons)).mark_bar().encode(
+        x=alt.X("day:T", title="ingest day (UTC)", timeUnit="yearmonthdate"),
+        y=alt.Y("rows:Q", title="quarantined rows (count)", stack=True),
+        color=alt.Color("reason:N", title="reason code"),
+        tooltip=["day:T", "reason", "rows"],
+    ).properties(height=260, title="Quarantine reasons over time")
+
+
+def difficulty_histogram(difficulty: pl.DataFrame) -> alt.Chart:
+    data = difficulty.with_columns((pl.col("pass_rate") * 100).alias("pass_rate_pct"),
+                                   pl.when(pl.col("in_band")).then(pl.lit("admitted (in band)"))
+                                   .otherwise(pl.lit("out of band")).alias("band"))
+    return alt.Chart(_pandas(data)).mark_bar().encode(
+        x=alt.X("pass_rate_pct:Q", bin=alt.Bin(maxbins=20, extent=[0, 100]),
+                title="policy pass rate on the item (%, lower = harder)"),
+        y=alt.Y("count():Q", title="items (count)"),
+        color=alt.Color("band:N", title="difficulty band",
+                        scale=alt.Scale(domain=["admitted (in band)", "out of band"], range=["#1f77b4", "#c7c7c7"])),
+        tooltip=[alt.Tooltip("count():Q", title="items")],
+    ).properties(height=260, title="Difficulty of train items (latest evaluation)")
+
+
+def score_trend(trend: pl.DataFrame, champion: str | None) -> alt.Chart:
+    data = trend.with_columns(
+        (pl.col("mean") * 100).alias("score_pct"), (pl.col("ci_low") * 100).alias("ci_low_pct"),
+        (pl.col("ci_high") * 100).alias("ci_high_pct"),
+        pl.when(pl.col("checkpoint") == (champion or "")).then(pl.lit("champion"))
+        .otherwise(pl.lit("checkpoint")).alias("role"))
+    order = data["checkpoint"].to_list()
+    x = alt.X("checkpoint:N", sort=order, title="checkpoint (oldest → newest)", axis=alt.Axis(labelAngle=-35))
+    band = alt.Chart(_pandas(data)).mark_errorbar(ticks=True).encode(
+        x=x, y=alt.Y("ci_low_pct:Q", title="eval score (%, 95% CI)"), y2="ci_high_pct:Q")
+    line = alt.Chart(_pandas(data)).mark_line(point=True).encode(
+        x=x, y=alt.Y("score_pct:Q", title="eval score (%, 95% CI)"),
+        tooltip=["checkpoint", alt.Tooltip("score_pct:Q", title="score (%)", format=".1f"),
+                 alt.Tooltip("ci_low_pct:Q", title="CI low (%)", format=".1f"),
+                 alt.Tooltip("ci_high_pct:Q", title="CI high (%)", format=".1f"), "n", "k"])
+    star = alt.Chart(_pandas(data.filter(pl.col("role") == "champion"))).mark_point(
+        shape="diamond", size=160, filled=True, color="#2ca02c").encode(x=x, y="score_pct:Q")
+    return (band + line + star).properties(height=280, title="Score across checkpoints (◆ = champion)")
+
+
+def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:
+    """Delta with CI per domain for the ``limit`` domains with the lowest delta."""
+    data = rows.sort("delta").head(limit).with_columns(
+        (pl.col("delta") * 100).alias("delta_pts"), (pl.col("ci_low") * 100).alias("ci_low_pts"),
+        (pl.col("ci_high") * 100).alias("ci_high_pts"))
+    order = data["domain"].to_list()
+    y = alt.Y("domain:N", sort=order, title="domain")
+    bars = alt.Chart(_pandas(data)).mark_rule().encode(
+        y=y, x=alt.X("ci_low_pts:Q", title="Δ score vs baseline (percentage points, 95% CI)"), x2="ci_high_pts:Q")
+    dots = alt.Chart(_pandas(data)).mark_point(filled=True, size=60).encode(
+        y=y, x="delta_pts:Q",
+        color=alt.Color("verdict:N", title="verdict",
+                        scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values()))),
+        tooltip=["domain", alt.Tooltip("delta_pts:Q", title="Δ (pts)", format="+.1f"),
+                 alt.Tooltip("q:Q", format=".3f"), "verdict", "protected"])
+    zero = alt.Chart(_pandas(pl.DataFrame({"x": [0.0]}))).mark_rule(strokeDash=[4, 4], color="grey").encode(x="x:Q")
+    return (bars + dots + zero).properties(height=max(160, 18 * data.height),
+                                           title=f"Δ with 95% CI, {data.height} lowest deltas")
+
+
+def training_curve(curves: pl.DataFrame, metric: str, title: str, unit: str) -> alt.Chart:
+    return alt.Chart(_pandas(curves.drop_nulls(metric))).mark_line().encode(
+        x=alt.X("step:Q", title="training step"),
+        y=alt.Y(f"{metric}:Q", title=f"{title} ({unit})", scale=alt.Scale(zero=False)),
+        color=alt.Color("domain:N", title="domain"),
+        tooltip=["step", "domain", alt.Tooltip(f"{metric}:Q", format=".4f")],
+    ).properties(height=240, title=title)

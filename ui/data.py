@@ -1,0 +1,191 @@
+"""Cached readers for the pages: each opens only the lake views it needs (see ``ui.queries``).
+
+``st.cache_data`` with a TTL keeps a page fast on reruns (every widget change reruns the script)
+and still picks up new sweeps within a minute; the sidebar's *Reload data* clears it at once. The
+MLflow client is one per tracking URI (``st.cache_resource``). Nothing here creates files: the
+lake and the MLflow store are only read (a missing store is reported, not created).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+import streamlit as st
+
+from quality.lake import Lake, resolve_home
+from ui import queries as Q
+
+TTL_S = 60
+HOME_KEY = "assay_home"
+MLFLOW_UI_ENV = "ASSAY_MLFLOW_UI_URL"  # where `mlflow ui` serves; links point there
+DEFAULT_MLFLOW_UI = "http://localhost:5000"
+
+
+def current_home() -> str:
+    """ASSAY_HOME as resolved by the router at app start (a page run on its own resolves it)."""
+    if HOME_KEY not in st.session_state:
+        st.session_state[HOME_KEY] = str(resolve_home())
+    return st.session_state[HOME_KEY]
+
+
+def _lake(home: str) -> Lake:
+    return Lake(Path(home))  # not Lake.at(): reading must not create folders
+
+
+@st.cache_resource(show_spinner=False)
+def _registry():
+    from domains.registry import get_registry
+
+    return get_registry()
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def registry_frame() -> pl.DataFrame:
+    """Owners, tags and protection of every registered domain, plus plugin load errors."""
+    registry = _registry()
+    return pl.DataFrame(
+        [{"domain": d.name, "owner": d.owner, "tags": list(d.tags), "protected": d.protected,
+          "description": d.description} for d in registry],
+        schema={"domain": pl.Utf8, "owner": pl.Utf8, "tags": pl.List(pl.Utf8), "protected": pl.Boolean,
+                "description": pl.Utf8})
+
+
+def registry_errors() -> list[str]:
+    return [str(e) for e in _registry().errors]
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def lake_tables(home: str) -> list[str]:
+    return _lake(home).tables()
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def overview(home: str, recent: int) -> dict:
+    """Heatmap cells of the recent candidates, champion, comparisons, gate failures in the last day."""
+    con = Q.open_views(_lake(home), ["regression", "promotions", "gate_results"])
+    try:
+        since = Q.last_day(datetime.now(timezone.utc))
+        return {
+            "cells": Q.recent_cells(con, recent),
+            "champion": Q.current_champion(con),
+            "failures": Q.gate_failures_since(con, since),
+            "since": since,
+            "has_gates": Q.has_view(con, "gate_results"),
+        }
+    finally:
+        con.close()
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def regressions(home: str) -> dict:
+    con = Q.open_views(_lake(home), ["regression", "promotions"])
+    try:
+        listing = Q.comparisons(con)
+        rows = {}
+        for cand, base in listing.select("candidate", "baseline").iter_rows() if listing.height else []:
+            rows[(cand, base)] = Q.comparison_rows(con, cand, base)
+        decisions = {cand: Q.promotion_of(con, cand) for cand in (listing["candidate"].unique().to_list()
+                                                                 if listing.height else [])}
+        return {"comparisons": listing, "rows": rows, "decisions": decisions,
+                "champion": Q.current_champion(con)}
+    finally:
+        con.close()
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def domain_detail(home: str, domain: str) -> dict:
+    """Everything the domain page shows; reads only this domain's partitions where the layout allows."""
+    lake = _lake(home)
+    mine = [{"domain": domain}]
+    con = Q.open_views(lake, {"gate_results": mine, "difficulty": mine, "samples": mine, "quarantine": mine,
+                              "sweep_summary": mine,
+                              "checkpoints": None, "regression": None})
+    try:
+        verdict = Q.latest_regression(con, domain)
+        detail = {
+            "gates": Q.gate_history(con, domain),
+            "failed": Q.failed_expectations(con, domain),
+            "ingest": Q.ingest_counts(con, domain),
+            "reasons": Q.quarantine_reasons_over_time(con, domain),
+            "quarantined": Q.quarantined_rows(con, domain),
+            "difficulty": Q.difficulty_latest(con, domain),
+            "trend": Q.score_trend(con, domain),
+            "verdict": verdict,
+            "champion": Q.current_champion(con),
+            "items": pl.DataFrame(),
+        }
+    finally:
+        con.close()
+    if verdict:
+        where = [{"checkpoint": verdict["candidate"], "domain": domain},
+                 {"checkpoint": verdict["baseline"], "domain": domain}]
+        con = Q.open_views(lake, {"results": where, "samples": mine})
+        try:
+            detail["items"] = Q.item_changes(con, domain, verdict["baseline"], verdict["candidate"])
+        finally:
+            con.close()
+    return detail
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def domains_in_lake(home: str) -> list[str]:
+    """Domains that have a partition in any table the dashboard reads (folder names only)."""
+    lake = _lake(home)
+    names = set()
+    for table in ("ingest", "gate_results", "difficulty", "train_set"):
+        base = lake.table_dir(table)
+        if base.is_dir():
+            names.update(p.name.split("=", 1)[1] for p in base.iterdir() if p.name.startswith("domain="))
+    con = Q.open_views(lake, ["regression"])
+    try:
+        names.update(Q.lake_domains(con, ["regression"]))
+    finally:
+        con.close()
+    return sorted(names)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def training(home: str) -> dict:
+    con = Q.open_views(_lake(home), ["training_history"])
+    try:
+        runs = Q.training_runs(con)
+        curves = {run: Q.training_curves(con, run) for run in (runs["run_id"].to_list() if runs.height else [])}
+        return {"runs": runs, "curves": curves}
+    finally:
+        con.close()
+
+
+@st.cache_resource(show_spinner=False)
+def mlflow_client(tracking_uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def mlflow_run(home: str, run_id: str) -> dict:
+    """Name, status, experiment, params and a link for an MLflow run; ``error`` says why not."""
+    lake = _lake(home)
+    store = lake.home / "mlflow.db"
+    if not store.exists():
+        return {"error": f"no MLflow store at {store}: run `make demo` (training logs its runs there)"}
+    try:
+        run = mlflow_client(lake.mlflow_uri).get_run(run_id)
+    except Exception as exc:  # shown to the user as is: a missing run is not a crash of the page
+        return {"error": f"MLflow has no run {run_id!r} in {store}: {type(exc).__name__}: {exc}"}
+    base = os.environ.get(MLFLOW_UI_ENV, DEFAULT_MLFLOW_UI).rstrip("/")
+    return {
+        "run_id": run_id, "name": run.info.run_name, "status": run.info.status,
+        "experiment_id": run.info.experiment_id, "params": dict(run.data.params),
+        "metrics": dict(run.data.metrics),
+        "url": f"{base}/#/experiments/{run.info.experiment_id}/runs/{run_id}",
+        "start": datetime.fromtimestamp(run.info.start_time / 1000, timezone.utc).isoformat(timespec="seconds")
+        if run.info.start_time else None,
+    }
+
+
+def reload_all() -> None:
+    st.cache_data.clear()

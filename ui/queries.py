@@ -1,0 +1,399 @@
+"""What the dashboard asks the lake, as plain functions over a DuckDB connection (no Streamlit here).
+
+The lake is many small Parquet files (one folder per partition). ``Lake.connect()`` binds a view
+over every file of every table, which at 300 domains x 20 checkpoints means ~15k files and seconds
+before the first query. A page needs only a few tables, and often one domain's partitions, so
+:func:`open_views` builds the same views (same ``read_parquet`` options as ``Lake.connect``) for the
+named tables only, optionally restricted to partitions (``{"domain": d}``). Absent tables get no
+view; readers check :func:`has_view` and the pages show an empty state that says what to run.
+
+Scores in the lake are fractions in [0, 1]; the pages show them as percent / percentage points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Mapping, Sequence
+
+import polars as pl
+
+from quality.lake import Lake
+
+# view name -> (table folder, file stem); see quality/lake.py and quality/lake_tables.py
+VIEW_SOURCES: dict[str, tuple[str, str]] = {
+    "samples": ("ingest", "samples"),
+    "quarantine": ("ingest", "quarantine"),
+    **{name: (name, "part") for name in (
+        "gate_results", "difficulty", "train_set", "checkpoints", "training_history", "results",
+        "sweep_summary", "regression", "promotions",
+    )},
+}
+
+PASS_THRESHOLD = 0.5  # an item counts as solved when its mean score over K samples reaches this
+STATUSES = ("regressed", "warn", "improved", "unchanged")  # overview colour classes
+
+
+def view_files(lake: Lake, view: str, where: Sequence[Mapping[str, str]] | None = None):
+    """Committed files that feed ``view``; ``where`` is a list of partition filters (OR-ed)."""
+    if view not in VIEW_SOURCES:
+        raise ValueError(f"unknown lake view {view!r} (known: {', '.join(VIEW_SOURCES)})")
+    table, stem = VIEW_SOURCES[view]
+    if not where:
+        return lake.files(table, stem)
+    found = set()
+    for clause in where:
+        found.update(lake.files(table, stem, clause))
+    return sorted(found)
+
+
+def open_views(lake: Lake, views: Iterable[str] | Mapping[str, Sequence[Mapping[str, str]] | None]):
+    """An in-memory DuckDB connection with a view for each named table that has files."""
+    import duckdb
+
+    wanted = views if isinstance(views, Mapping) else {name: None for name in views}
+    con = duckdb.connect(":memory:")
+    for view, where in wanted.items():
+        files = view_files(lake, view, where)
+        if not files:
+            continue
+        listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+        con.execute(
+            f'CREATE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], '
+            "hive_partitioning=true, union_by_name=true)"
+        )
+    return con
+
+
+def has_view(con, view: str) -> bool:
+    rows = con.sql("SELECT 1 FROM duckdb_views() WHERE view_name = $1 AND NOT internal", params=[view]).fetchall()
+    return bool(rows)
+
+
+def _frame(con, query: str, params: list | None = None) -> pl.DataFrame:
+    return con.sql(query, params=params or []).pl()
+
+
+# -- champion and comparisons -----------------------------------------------------------------
+
+def current_champion(con) -> str | None:
+    """The newest of: the last promoted candidate (promotions) and the last comparison's baseline
+    (regression). A promotion wins a tie: it is decided after the comparison it follows."""
+    events = []
+    if has_view(con, "promotions"):
+        for cand, at in con.sql("SELECT candidate, created_at FROM promotions WHERE promoted "
+                                "ORDER BY created_at DESC LIMIT 1").fetchall():
+            events.append((at or "", 1, cand))
+    if has_view(con, "regression"):
+        for base, at in con.sql("SELECT baseline, created_at FROM regression "
+                                "ORDER BY created_at DESC LIMIT 1").fetchall():
+            events.append((at or "", 0, base))
+    return max(events)[2] if events else None
+
+
+def comparisons(con) -> pl.DataFrame:
+    """One row per (candidate, baseline) comparison, newest first."""
+    if not has_view(con, "regression"):
+        return pl.DataFrame()
+    return _frame(con, """
+        SELECT candidate, baseline, max(created_at) AS created_at, count(*)::BIGINT AS domains,
+               (count(*) FILTER (verdict = 'regression'))::BIGINT AS regressions,
+               (count(*) FILTER (verdict = 'warn'))::BIGINT AS warnings
+        FROM regression GROUP BY candidate, baseline ORDER BY created_at DESC, candidate DESC""")
+
+
+def comparison_rows(con, candidate: str, baseline: str) -> pl.DataFrame:
+    return _frame(con, """
+        SELECT domain, verdict, protected, delta, ci_low, ci_high, p, q, mde, items_lost, items_gained,
+               n, k, test, created_at
+        FROM regression WHERE candidate = $1 AND baseline = $2
+        QUALIFY row_number() OVER (PARTITION BY domain ORDER BY created_at DESC) = 1
+        ORDER BY domain""", [candidate, baseline])
+
+
+def promotion_of(con, candidate: str) -> dict | None:
+    if not has_view(con, "promotions"):
+        return None
+    frame = _frame(con, "SELECT * FROM promotions WHERE candidate = $1 ORDER BY created_at DESC LIMIT 1",
+                   [candidate])
+    return frame.row(0, named=True) if frame.height else None
+
+
+# -- overview --------------------------------------------------------------------------------
+
+def classify(verdict: str | None, ci_low: float | None) -> str:
+    """Overview colour class: the regression stage's verdict, plus 'improved' when the CI of the
+    delta lies above zero."""
+    if verdict == "regression":
+        return "regressed"
+    if verdict == "warn":
+        return "warn"
+    if ci_low is not None and ci_low > 0:
+        return "improved"
+    return "unchanged"
+
+
+def recent_cells(con, recent: int) -> pl.DataFrame:
+    """Regression rows of the ``recent`` newest candidates, the newest row per (candidate, domain),
+    with a ``status`` column (see :func:`classify`) and the candidate's order (0 = oldest shown)."""
+    if not has_view(con, "regression"):
+        return pl.DataFrame()
+    frame = _frame(con, """
+        WITH cands AS (
+            SELECT candidate, max(created_at) AS last_at FROM regression GROUP BY candidate
+            ORDER BY last_at DESC, candidate DESC LIMIT $1),
+        ordered AS (SELECT candidate, row_number() OVER (ORDER BY last_at, candidate) - 1 AS position
+                    FROM cands)
+        SELECT r.candidate, r.baseline, r.domain, r.delta, r.ci_low, r.ci_high, r.p, r.q, r.mde,
+               r.verdict, r.protected, r.items_lost, r.items_gained, r.created_at, o.position
+        FROM regression r JOIN ordered o USING (candidate)
+        QUALIFY row_number() OVER (PARTITION BY r.candidate, r.domain ORDER BY r.created_at DESC) = 1""",
+                   [int(recent)])
+    return frame.with_columns(
+        pl.struct(["verdict", "ci_low"]).map_elements(
+            lambda s: classify(s["verdict"], s["ci_low"]), return_dtype=pl.Utf8).alias("status"))
+
+
+def gate_failures_since(con, since: datetime) -> pl.DataFrame:
+    """Failed gate expectations evaluated at or after ``since``, counted per domain and severity."""
+    if not has_view(con, "gate_results"):
+        return pl.DataFrame(schema={"domain": pl.Utf8, "severity": pl.Utf8, "failures": pl.Int64})
+    return _frame(con, """
+        SELECT domain, severity, count(*)::BIGINT AS failures FROM gate_results
+        WHERE NOT success AND try_cast(evaluated_at AS TIMESTAMPTZ) >= $1::TIMESTAMPTZ
+        GROUP BY domain, severity ORDER BY domain""", [since.isoformat()])
+
+
+def last_day(now: datetime | None = None) -> datetime:
+    return (now or datetime.now(timezone.utc)) - timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class OverviewQuery:
+    """Search, filters, sort and page of the overview's domain list (all validated here)."""
+
+    search: str = ""
+    owners: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    sort: str = "worst delta first"
+    page: int = 1
+    page_size: int = 25
+
+    SORTS = ("worst delta first", "best delta first", "regressions first", "most gate failures", "name")
+
+    def __post_init__(self) -> None:
+        if self.sort not in self.SORTS:
+            raise ValueError(f"sort {self.sort!r} is not one of {', '.join(self.SORTS)}")
+        if self.page < 1 or self.page_size < 1:
+            raise ValueError(f"page ({self.page}) and page_size ({self.page_size}) must be >= 1")
+
+
+def domain_table(latest: pl.DataFrame, registry: pl.DataFrame, failures: pl.DataFrame,
+                 lake_domains: Iterable[str]) -> pl.DataFrame:
+    """One row per domain known to the registry or the lake: owner, tags, the latest candidate's
+    verdict and delta, and gate failures in the last day."""
+    names = sorted(set(registry["domain"].to_list() if registry.height else []) | set(lake_domains))
+    table = pl.DataFrame({"domain": names}, schema={"domain": pl.Utf8})
+    if registry.height:
+        table = table.join(registry.select("domain", "owner", "tags"), on="domain", how="left")
+    else:
+        table = table.with_columns(pl.lit(None, pl.Utf8).alias("owner"), pl.lit(None, pl.List(pl.Utf8)).alias("tags"))
+    table = table.with_columns(pl.col("owner").fill_null("(not in registry)"),
+                               pl.col("tags").fill_null(pl.lit([], pl.List(pl.Utf8))))
+    if latest.height:
+        table = table.join(latest.select("domain", "verdict", "status", "protected", "delta", "ci_low",
+                                         "ci_high", "q", "mde"), on="domain", how="left")
+    else:
+        table = table.with_columns(
+            *[pl.lit(None, pl.Utf8).alias(c) for c in ("verdict", "status")],
+            pl.lit(None, pl.Boolean).alias("protected"),
+            *[pl.lit(None, pl.Float64).alias(c) for c in ("delta", "ci_low", "ci_high", "q", "mde")])
+    per_domain = (failures.group_by("domain").agg(pl.col("failures").sum().alias("gate_failures_24h"))
+                  if failures.height else pl.DataFrame(schema={"domain": pl.Utf8, "gate_failures_24h": pl.Int64}))
+    return table.join(per_domain, on="domain", how="left").with_columns(pl.col("gate_failures_24h").fill_null(0))
+
+
+def filter_sort_page(table: pl.DataFrame, query: OverviewQuery) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """(all matching rows sorted, the rows of the requested page, number of pages)."""
+    rows = table
+    if query.search.strip():
+        needle = query.search.strip().lower()
+        rows = rows.filter(pl.col("domain").str.to_lowercase().str.contains(needle, literal=True)
+                           | pl.col("owner").str.to_lowercase().str.contains(needle, literal=True))
+    if query.owners:
+        rows = rows.filter(pl.col("owner").is_in(list(query.owners)))
+    if query.tags:
+        rows = rows.filter(pl.col("tags").list.eval(pl.element().is_in(list(query.tags))).list.any())
+    rank = {"regressed": 0, "warn": 1, "unchanged": 2, "improved": 3}
+    if query.sort == "worst delta first":
+        rows = rows.sort(["delta", "domain"], nulls_last=True)
+    elif query.sort == "best delta first":
+        rows = rows.sort(["delta", "domain"], descending=[True, False], nulls_last=True)
+    elif query.sort == "regressions first":
+        rows = rows.with_columns(pl.col("status").replace_strict(rank, default=4).alias("_rank")) \
+                   .sort(["_rank", "delta", "domain"], nulls_last=True).drop("_rank")
+    elif query.sort == "most gate failures":
+        rows = rows.sort(["gate_failures_24h", "domain"], descending=[True, False])
+    else:
+        rows = rows.sort("domain")
+    pages = max(1, -(-rows.height // query.page_size))
+    page = min(query.page, pages)
+    return rows, rows.slice((page - 1) * query.page_size, query.page_size), pages
+
+
+def status_counts(latest: pl.DataFrame, domains: Iterable[str]) -> dict[str, int]:
+    wanted = set(domains)
+    counts = {s: 0 for s in STATUSES}
+    if latest.height:
+        for status in latest.filter(pl.col("domain").is_in(list(wanted)))["status"].to_list():
+            counts[status] += 1
+    return counts
+
+
+# -- domain page ------------------------------------------------------------------------------
+
+def gate_history(con, domain: str) -> pl.DataFrame:
+    """Per (evaluation, gate): when, expectations passed, and the share of row checks that passed."""
+    if not has_view(con, "gate_results"):
+        return pl.DataFrame()
+    return _frame(con, """
+        SELECT evaluation, gate, min(evaluated_at) AS evaluated_at, count(*)::BIGINT AS expectations,
+               (count(*) FILTER (success))::BIGINT AS expectations_passed,
+               sum(rows_checked)::BIGINT AS rows_checked, sum(rows_failed)::BIGINT AS rows_failed,
+               (100.0 * (1 - sum(rows_failed) / nullif(sum(rows_checked), 0)))::DOUBLE AS rows_passed_pct
+        FROM gate_results WHERE domain = $1 GROUP BY evaluation, gate ORDER BY evaluated_at, gate""", [domain])
+
+
+def failed_expectations(con, domain: str) -> pl.DataFrame:
+    """Failed expectations of the domain's newest gate evaluation."""
+    if not has_view(con, "gate_results"):
+        return pl.DataFrame()
+    return _frame(con, """
+        SELECT gate, expectation, severity, observed, threshold, rows_failed, rows_checked, evaluated_at
+        FROM gate_results WHERE domain = $1 AND NOT success AND evaluation = (
+            SELECT evaluation FROM gate_results WHERE domain = $1 ORDER BY evaluated_at DESC LIMIT 1)
+        ORDER BY severity, gate""", [domain])
+
+
+def ingest_counts(con, domain: str) -> pl.DataFrame:
+    """Per ingest batch: rows admitted and quarantined."""
+    parts = []
+    if has_view(con, "samples"):
+        parts.append("SELECT batch, ingested_at, 1 AS admitted, 0 AS quarantined FROM samples WHERE domain = $1")
+    if has_view(con, "quarantine"):
+        parts.append("SELECT batch, ingested_at, 0, 1 FROM quarantine WHERE domain = $1")
+    if not parts:
+        return pl.DataFrame()
+    return _frame(con, f"""
+        SELECT batch::VARCHAR AS batch, min(ingested_at) AS ingested_at, sum(admitted)::BIGINT AS admitted,
+               sum(quarantined)::BIGINT AS quarantined
+        FROM ({' UNION ALL '.join(parts)}) GROUP BY 1 ORDER BY ingested_at""", [domain])
+
+
+def quarantine_reasons_over_time(con, domain: str) -> pl.DataFrame:
+    if not has_view(con, "quarantine"):
+        return pl.DataFrame()
+    return _frame(con, """
+        SELECT day, reason, count(*)::BIGINT AS rows FROM (
+            SELECT cast(try_cast(ingested_at AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS DATE) AS day,
+                   unnest(reasons) AS reason
+            FROM quarantine WHERE domain = $1)
+        GROUP BY day, reason ORDER BY day, reason""", [domain])
+
+
+def quarantined_rows(con, domain: str, limit: int = 20) -> pl.DataFrame:
+    if not has_view(con, "quarantine"):
+        return pl.DataFrame()
+    return _frame(con, """
+        SELECT id, split, array_to_string(reasons, ', ') AS reasons, source, line,
+               left(raw, 300) AS raw, ingested_at
+        FROM quarantine WHERE domain = $1 ORDER BY ingested_at DESC, source, line LIMIT $2""",
+                  [domain, int(limit)])
+
+
+def difficulty_latest(con, domain: str) -> pl.DataFrame:
+    """Difficulty rows of the domain's newest difficulty evaluation."""
+    if not has_view(con, "difficulty"):
+        return pl.DataFrame()
+    return _frame(con, """
+        SELECT id, difficulty, pass_rate, k, method, in_band, evaluated_at FROM difficulty
+        WHERE domain = $1 AND evaluation = (
+            SELECT evaluation FROM difficulty WHERE domain = $1 ORDER BY evaluated_at DESC LIMIT 1)""",
+                  [domain])
+
+
+def score_trend(con, domain: str) -> pl.DataFrame:
+    """Sweep summary of the domain per checkpoint, oldest checkpoint first."""
+    if not has_view(con, "sweep_summary"):
+        return pl.DataFrame()
+    order = "s.created_at"
+    join = ""
+    if has_view(con, "checkpoints"):
+        join = "LEFT JOIN (SELECT checkpoint, min(created_at) AS ck_at FROM checkpoints GROUP BY 1) c USING (checkpoint)"
+        order = "coalesce(c.ck_at, s.created_at)"
+    return _frame(con, f"""
+        SELECT s.checkpoint, s.n, s.k, s.mean, s.ci_low, s.ci_high, s.stderr, s.created_at,
+               {order} AS checkpoint_at
+        FROM sweep_summary s {join} WHERE s.domain = $1
+        QUALIFY row_number() OVER (PARTITION BY s.checkpoint ORDER BY s.created_at DESC) = 1
+        ORDER BY checkpoint_at, s.checkpoint""", [domain])
+
+
+def latest_regression(con, domain: str) -> dict | None:
+    if not has_view(con, "regression"):
+        return None
+    frame = _frame(con, "SELECT * FROM regression WHERE domain = $1 ORDER BY created_at DESC LIMIT 1", [domain])
+    return frame.row(0, named=True) if frame.height else None
+
+
+def item_changes(con, domain: str, baseline: str, candidate: str) -> pl.DataFrame:
+    """Per eval item: mean score and first completion under baseline and candidate, a ``change``
+    (lost | gained | same), and the prompt and answer when the samples table has them."""
+    if not has_view(con, "results"):
+        return pl.DataFrame()
+    prompt_join, prompt_cols = "", "NULL::VARCHAR AS prompt, NULL::VARCHAR AS answer"
+    if has_view(con, "samples"):
+        prompt_join = ("LEFT JOIN (SELECT id, any_value(prompt) AS prompt, any_value(answer) AS answer "
+                       "FROM samples WHERE domain = $1 AND split = 'eval' GROUP BY id) s ON s.id = b.item_id")
+        prompt_cols = "s.prompt, s.answer"
+    return _frame(con, f"""
+        WITH per AS (
+            SELECT checkpoint, item_id, avg(score) AS score,
+                   arg_min(completion, sample_idx) AS completion
+            FROM results WHERE domain = $1 AND checkpoint IN ($2, $3) GROUP BY checkpoint, item_id),
+        b AS (SELECT * FROM per WHERE checkpoint = $2), c AS (SELECT * FROM per WHERE checkpoint = $3)
+        SELECT b.item_id, b.score AS baseline_score, c.score AS candidate_score,
+               CASE WHEN b.score >= {PASS_THRESHOLD} AND c.score < {PASS_THRESHOLD} THEN 'lost'
+                    WHEN c.score >= {PASS_THRESHOLD} AND b.score < {PASS_THRESHOLD} THEN 'gained'
+                    ELSE 'same' END AS change,
+               {prompt_cols}, b.completion AS baseline_completion, c.completion AS candidate_completion
+        FROM b JOIN c USING (item_id) {prompt_join}
+        ORDER BY change, b.item_id""", [domain, baseline, candidate])
+
+
+# -- training page ----------------------------------------------------------------------------
+
+def training_runs(con) -> pl.DataFrame:
+    if not has_view(con, "training_history"):
+        return pl.DataFrame()
+    return _frame(con, """
+        SELECT run_id, min(created_at) AS started_at, max(created_at) AS last_at, max(step) AS steps,
+               list(DISTINCT domain ORDER BY domain) FILTER (domain <> '_all') AS domains
+        FROM training_history GROUP BY run_id ORDER BY last_at DESC""")
+
+
+def training_curves(con, run_id: str) -> pl.DataFrame:
+    if not has_view(con, "training_history"):
+        return pl.DataFrame()
+    return _frame(con, """
+        SELECT step, domain, reward_mean, reward_std, accuracy, kl, loss, clip_frac, entropy,
+               zero_var_frac, tokens_per_s, created_at
+        FROM training_history WHERE run_id = $1 ORDER BY step, domain""", [run_id])
+
+
+def lake_domains(con, views: Sequence[str] = ("regression",)) -> list[str]:
+    names: set[str] = set()
+    for view in views:
+        if has_view(con, view):
+            names.update(r[0] for r in con.sql(f'SELECT DISTINCT domain FROM "{view}"').fetchall() if r[0])
+    return sorted(names)

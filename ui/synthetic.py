@@ -1,0 +1,332 @@
+"""A synthetic but internally consistent lake, for the dashboard's tests, benchmark and screenshots.
+
+Every table is written with :meth:`quality.lake.Lake.write_batch` and conformed to the column
+contracts in :mod:`quality.lake_tables`, so the dashboard reads it exactly as it reads a lake that
+``make demo`` filled. The numbers are simulated, not invented per table: each checkpoint has a true
+accuracy per domain, ``results`` are sampled from it, and ``sweep_summary``, ``regression`` (paired
+test, Benjamini-Hochberg q, MDE) and ``promotions`` are computed from those results, so the items a
+domain page lists as lost or gained agree with the deltas on the overview.
+
+Preview the dashboard without running the pipeline::
+
+    python -m ui.synthetic --home /tmp/assay-synth --domains 40 --checkpoints 8
+    ASSAY_HOME=/tmp/assay-synth ASSAY_DOMAINS_PATH=/tmp/assay-synth/plugins streamlit run ui/app.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import polars as pl
+
+from quality import lake_tables as T
+from quality.lake import Lake
+
+OWNERS = ("math-team@acme", "code-team@acme", "safety@acme", "knowledge@acme")
+TAGS = (("math", "procedural"), ("code",), ("safety", "refusal"), ("knowledge", "qa"))
+REASONS = ("duplicate", "near_duplicate", "pii", "too_long", "contaminated", "answer_leak")
+GATES = ("format", "safety", "difficulty", "selftest")
+PASS_THRESHOLD = 0.5  # an item "passes" when its mean score over the K samples reaches this
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    domains: int = 6
+    checkpoints: int = 4          # trained checkpoints, besides the base pseudo-checkpoint
+    items: int = 16               # eval items per domain
+    k: int = 1                    # samples per item
+    train_items: int = 24         # admitted train items per domain (ingest + difficulty)
+    training_steps: int = 12
+    seed: int = 0
+    with_mlflow: bool = True
+    prefix: str = "dom"
+
+    def __post_init__(self) -> None:
+        for name in ("domains", "checkpoints", "items", "k", "train_items", "training_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SyntheticSpec.{name} must be >= 1, got {getattr(self, name)}")
+
+
+def domain_names(spec: SyntheticSpec) -> list[str]:
+    return [f"{spec.prefix}_{i:03d}" for i in range(spec.domains)]
+
+
+def write_registry_plugin(folder: Path, spec: SyntheticSpec) -> Path:
+    """A plugin file registering the synthetic domains (owners, tags, protected) for ASSAY_DOMAINS_PATH."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for i, name in enumerate(domain_names(spec)):
+        owner, tags = OWNERS[i % len(OWNERS)], TAGS[i % len(TAGS)]
+        entries.append(f"    _make({name!r}, {owner!r}, {tags!r}, {i % 4 == 2}),")
+    body = (
+        "from domains import Domain\n\n"
+        "def _samples(split, n, seed):\n"
+        "    for i in range(n):\n"
+        "        yield {'id': f'{split}-{i}', 'prompt': f'What is {i} + 1?', 'answer': str(i + 1)}\n\n"
+        "def _score(completion, sample):\n"
+        "    return float(completion.strip() == sample['answer'])\n\n"
+        "def _make(name, owner, tags, protected):\n"
+        "    return Domain(name=name, owner=owner, description='synthetic dashboard domain', tags=tags,\n"
+        "                  samples=_samples, score=_score, protected=protected)\n\n"
+        "DOMAINS = [\n" + "\n".join(entries) + "\n]\n"
+    )
+    path = folder / f"synthetic_{spec.prefix}.py"
+    path.write_text(body)
+    return path
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S+00:00")
+
+
+def _frame(rows: list[dict], schema: dict) -> pl.DataFrame:
+    return T.conform(pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None), schema) \
+        if rows else T.empty(schema)
+
+
+def _normal_sf(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def _bh(pvalues: list[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted q-values, in input order."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    q = [0.0] * m
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, pvalues[i] * m / rank)
+        q[i] = running
+    return q
+
+
+def paired_comparison(base: list[float], cand: list[float]) -> dict:
+    """Paired normal-approximation test of per-item means (what the regression stage reports)."""
+    diffs = [c - b for b, c in zip(base, cand)]
+    n = len(diffs)
+    delta = sum(diffs) / n
+    var = sum((d - delta) ** 2 for d in diffs) / max(1, n - 1)
+    se = math.sqrt(var / n) if var > 0 else 1.0 / n
+    z = delta / se
+    return {
+        "delta": delta, "ci_low": delta - 1.96 * se, "ci_high": delta + 1.96 * se,
+        "p": min(1.0, 2 * _normal_sf(abs(z))), "mde": 2.8 * se,
+        "items_lost": sum(1 for b, c in zip(base, cand) if b >= PASS_THRESHOLD > c),
+        "items_gained": sum(1 for b, c in zip(base, cand) if c >= PASS_THRESHOLD > b),
+    }
+
+
+def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now: datetime | None = None) -> dict:
+    """Fill ``home`` with every lake table the dashboard reads (plus an MLflow run). Returns a
+    summary: domains, checkpoints, champion, run_id."""
+    rng = random.Random(spec.seed)
+    lake = Lake.at(home)
+    now = now or datetime.now(timezone.utc)
+    names = domain_names(spec)
+    start = now - timedelta(hours=2 * (spec.checkpoints + 2))
+
+    run_id = _write_training_run(lake, spec, names, rng, start) if spec.with_mlflow else f"synthetic-{spec.seed}"
+    _write_quality(lake, spec, names, rng, now)
+
+    # checkpoints: the base pseudo-checkpoint, then one per training stage
+    ckpts = ["base-tiny"] + [f"synth-step{(i + 1) * 100:06d}" for i in range(spec.checkpoints)]
+    created = {c: _iso(start + timedelta(hours=2 * i)) for i, c in enumerate(ckpts)}
+    for i, c in enumerate(ckpts):
+        row = {"checkpoint": c, "run_id": None if i == 0 else run_id, "step": i * 100,
+               "path": str(lake.checkpoints_dir / c), "recipe": "tiny", "base_model": "tiny",
+               "domains": names, "mlflow_model_id": None, "created_at": created[c]}
+        lake.write_batch("checkpoints", {"checkpoint": c}, {"part": _frame([row], T.CHECKPOINTS)})
+
+    # true accuracy per (checkpoint, domain): a random walk with a few planted drops
+    truth: dict[str, dict[str, float]] = {}
+    level = {d: rng.uniform(0.2, 0.8) for d in names}
+    for i, c in enumerate(ckpts):
+        for d in names:
+            if i:
+                level[d] = min(0.97, max(0.03, level[d] + rng.gauss(0.02, 0.05)))
+                if rng.random() < 0.08:
+                    level[d] = max(0.02, level[d] - 0.3)  # a planted regression
+        truth[c] = dict(level)
+
+    scores: dict[tuple[str, str], list[float]] = {}
+    for c in ckpts:
+        for d in names:
+            rows, per_item = [], []
+            for j in range(spec.items):
+                ease = (j - spec.items / 2) / spec.items  # items differ in difficulty, fixed across checkpoints
+                p = min(0.99, max(0.01, truth[c][d] + ease))
+                item_scores = []
+                for s in range(spec.k):
+                    score = 1.0 if rng.random() < p else 0.0
+                    item_scores.append(score)
+                    answer = str(j + 1) if score else str(j + 2)
+                    rows.append({"checkpoint": c, "domain": d, "item_id": f"eval-{j}", "sample_idx": s,
+                                 "score": score, "completion": f"The answer is {answer}.",
+                                 "latency_s": 0.05, "tokens": 6, "cluster_id": f"tmpl-{j % 4}",
+                                 "gen_config": "greedy", "created_at": created[c]})
+                per_item.append(sum(item_scores) / spec.k)
+            scores[(c, d)] = per_item
+            lake.write_batch("results", {"checkpoint": c, "domain": d, "batch": "b0"},
+                             {"part": _frame(rows, T.RESULTS)})
+            mean = sum(per_item) / len(per_item)
+            se = math.sqrt(max(mean * (1 - mean), 1e-6) / len(per_item))
+            summary = {"checkpoint": c, "domain": d, "n": spec.items, "k": spec.k, "mean": mean,
+                       "pass1": mean, "passk": sum(1 for v in per_item if v > 0) / len(per_item),
+                       "stderr": se, "ci_low": max(0.0, mean - 1.96 * se), "ci_high": min(1.0, mean + 1.96 * se),
+                       "tokens_per_s": 120.0, "gen_config": "greedy", "created_at": created[c]}
+            lake.write_batch("sweep_summary", {"checkpoint": c, "domain": d},
+                             {"part": _frame([summary], T.SWEEP_SUMMARY)})
+
+    # regression of every checkpoint against the champion of its day, then the promotion decision
+    protected = {d for i, d in enumerate(names) if i % 4 == 2}
+    champion = ckpts[0]
+    for i, cand in enumerate(ckpts[1:], start=1):
+        stats = {d: paired_comparison(scores[(champion, d)], scores[(cand, d)]) for d in names}
+        qs = _bh([stats[d]["p"] for d in names])
+        rows = []
+        for d, q in zip(names, qs):
+            s = stats[d]
+            verdict = "ok"
+            if s["delta"] < 0 and q < 0.05:
+                verdict = "regression"
+            elif s["delta"] < 0 and s["p"] < 0.05:
+                verdict = "warn"
+            rows.append({"candidate": cand, "baseline": champion, "domain": d, "n": spec.items, "k": spec.k,
+                         **s, "q": q, "verdict": verdict, "protected": d in protected,
+                         "test": "paired_z", "created_at": created[cand]})
+        lake.write_batch("regression", {"candidate": cand, "baseline": champion},
+                         {"part": _frame(rows, T.REGRESSION)})
+        blocked = sorted(r["domain"] for r in rows if r["verdict"] == "regression" and r["protected"])
+        promoted = not blocked
+        reason = "no protected domain regressed" if promoted else f"regression on protected {', '.join(blocked)}"
+        decision = {"decision": f"d{i:04d}", "candidate": cand, "previous_champion": champion,
+                    "promoted": promoted, "reason": reason, "created_at": created[cand]}
+        lake.write_batch("promotions", {"decision": decision["decision"]},
+                         {"part": _frame([decision], T.PROMOTIONS)})
+        if promoted:
+            champion = cand
+    return {"domains": names, "checkpoints": ckpts, "champion": champion, "run_id": run_id}
+
+
+def _write_quality(lake: Lake, spec: SyntheticSpec, names: list[str], rng: random.Random, now: datetime) -> None:
+    """Ingest batches with quarantine, gate results over three evaluations, difficulty, train set."""
+    for di, d in enumerate(names):
+        for b in range(2):
+            at = _iso(now - timedelta(days=2 - b, hours=di % 5))
+            batch = f"b{b}"
+            samples, quarantined = [], []
+            for j in range(spec.train_items):
+                sid = f"train-{b}-{j}"
+                reasons = [REASONS[(j + di) % len(REASONS)]] if rng.random() < 0.15 else []
+                prompt = f"What is {j} + {b}?"
+                if reasons:
+                    quarantined.append({"domain": d, "split": "train", "id": sid, "source": f"{batch}.jsonl",
+                                        "line": j + 1, "reasons": reasons,
+                                        "raw": json.dumps({"prompt": prompt, "answer": str(j + b)}),
+                                        "prompt": prompt, "answer": str(j + b), "metadata": "{}",
+                                        "batch": batch, "ingested_at": at})
+                else:
+                    samples.append({"domain": d, "split": "train", "id": sid, "prompt": prompt,
+                                    "answer": str(j + b), "metadata": "{}", "source": f"{batch}.jsonl",
+                                    "line": j + 1, "batch": batch, "content_hash": f"h{di}-{b}-{j}",
+                                    "ingested_at": at})
+            if b == 0:  # the eval split, so the domain page can show prompts next to completions
+                for j in range(spec.items):
+                    samples.append({"domain": d, "split": "eval", "id": f"eval-{j}",
+                                    "prompt": f"Compute {j} + 1.", "answer": str(j + 1), "metadata": "{}",
+                                    "source": "generated", "line": j + 1, "batch": batch,
+                                    "content_hash": f"e{di}-{j}", "ingested_at": at})
+            lake.write_batch("ingest", {"domain": d, "batch": batch},
+                             {"samples": _frame(samples, T.SAMPLES), "quarantine": _frame(quarantined, T.QUARANTINE)})
+
+        for e in range(3):
+            at = _iso(now - timedelta(hours=30 - 12 * e, minutes=di % 50))
+            evaluation = f"ev{e}"
+            rows = []
+            for gate in GATES:
+                checked = spec.train_items * 2
+                failed = rng.randint(0, 3) if rng.random() < 0.3 else 0
+                severity = "critical" if gate in ("format", "safety") else "warning"
+                success = failed == 0 or severity != "critical"
+                rows.append({"domain": d, "evaluation": evaluation, "gate": gate,
+                             "expectation": f"expect_{gate}_ok", "severity": severity, "success": success,
+                             "observed": str(failed), "threshold": "0", "rows_checked": checked,
+                             "rows_failed": failed, "evaluated_at": at, "mlflow_run_id": None})
+            lake.write_batch("gate_results", {"domain": d, "evaluation": evaluation},
+                             {"part": _frame(rows, T.GATE_RESULTS)})
+
+        diff_rows, train_rows = [], []
+        for j in range(spec.train_items):
+            pass_rate = rng.betavariate(2, 2)
+            in_band = 0.1 <= pass_rate <= 0.9
+            diff_rows.append({"domain": d, "id": f"train-0-{j}", "difficulty": 1 - pass_rate,
+                              "pass_rate": pass_rate, "k": 8, "method": "policy_pass_rate",
+                              "in_band": in_band, "evaluated_at": _iso(now)})
+            if in_band:
+                train_rows.append({"domain": d, "id": f"train-0-{j}", "prompt": f"What is {j} + 0?",
+                                   "answer": str(j), "metadata": "{}", "difficulty": 1 - pass_rate,
+                                   "evaluation": "ev2", "gated_at": _iso(now)})
+        lake.write_batch("difficulty", {"domain": d, "evaluation": "ev2"}, {"part": _frame(diff_rows, T.DIFFICULTY)})
+        lake.write_batch("train_set", {"domain": d}, {"part": _frame(train_rows, T.TRAIN_SET)})
+
+
+def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: random.Random,
+                        start: datetime) -> str:
+    """A real MLflow run (SQLite store under ASSAY_HOME) with metrics, and its training_history."""
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=lake.mlflow_uri)
+    experiment = client.get_experiment_by_name("assay-training")
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
+        "assay-training", artifact_location=lake.mlflow_artifacts.as_uri())
+    run = client.create_run(experiment_id, run_name="synth-grpo", tags={"assay.recipe": "tiny"})
+    run_id = run.info.run_id
+    trained = names[: min(4, len(names))]
+    rows, metrics = [], []
+    for step in range(1, spec.training_steps + 1):
+        at = start + timedelta(minutes=step)
+        for d in ["_all", *trained]:
+            acc = min(1.0, 0.2 + 0.05 * step + rng.uniform(-0.05, 0.05))
+            row = {"run_id": run_id, "step": step, "domain": d, "reward_mean": acc,
+                   "reward_std": 0.3, "accuracy": acc, "kl": 0.002 * step * (1 + rng.random()),
+                   "loss": 0.5 / step, "clip_frac": 0.01, "entropy": 1.5 - 0.03 * step,
+                   "zero_var_frac": max(0.0, 0.6 - 0.04 * step) if d == "_all" else None,
+                   "tokens_per_s": 40.0 + rng.uniform(-3, 3) if d == "_all" else None,
+                   "created_at": _iso(at)}
+            rows.append(row)
+            if d == "_all":
+                ts = int(at.timestamp() * 1000)
+                metrics += [Metric(k, float(row[k]), ts, step)
+                            for k in ("reward_mean", "kl", "accuracy", "zero_var_frac", "tokens_per_s")]
+    client.log_batch(run_id, metrics=metrics, params=[Param("recipe", "tiny"), Param("steps", str(spec.training_steps))])
+    client.set_terminated(run_id)
+    lake.write_batch("training_history", {"run": run_id}, {"part": _frame(rows, T.TRAINING_HISTORY)})
+    return run_id
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", required=True, help="ASSAY_HOME to fill (use a scratch folder)")
+    parser.add_argument("--domains", type=int, default=SyntheticSpec.domains)
+    parser.add_argument("--checkpoints", type=int, default=SyntheticSpec.checkpoints)
+    parser.add_argument("--items", type=int, default=SyntheticSpec.items)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    spec = SyntheticSpec(domains=args.domains, checkpoints=args.checkpoints, items=args.items, seed=args.seed)
+    home = Path(args.home)
+    summary = write_synthetic_lake(home, spec)
+    plugin = write_registry_plugin(home / "plugins", spec)
+    print(json.dumps({"home": str(home.resolve()), "plugin_folder": str(plugin.parent.resolve()),
+                      "champion": summary["champion"], "run_id": summary["run_id"]}))
+
+
+if __name__ == "__main__":
+    main()
