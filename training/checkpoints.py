@@ -1,0 +1,151 @@
+"""Checkpoints: HF folders on disk, one lake row each, and their MLflow registration.
+
+- Id: ``<run name>-step<NNNNNN>``; the base models are pseudo-checkpoints ``base-smollm2`` and
+  ``base-tiny`` (registered on first use so they can be swept and be the first champion).
+- Files: ``$ASSAY_HOME/checkpoints/<id>/`` = a Hugging Face folder (config.json,
+  model.safetensors, tokenizer files) + ``assay_checkpoint.json``. Base pseudo-checkpoints point
+  at the cached model folder under ``$ASSAY_HOME/models/`` instead of copying it.
+- Lake: ``checkpoints/checkpoint=<id>/part.parquet`` (``quality.lake_tables.CHECKPOINTS``).
+- MLflow: a LoggedModel named ``<id>`` (source_run_id = the training run; tags
+  ``assay.checkpoint``, ``assay.path``) and a version of the registered model ``assay-policy``
+  tagged ``checkpoint=<id>``. The alias ``champion`` on ``assay-policy`` marks the champion; only
+  the promotion step moves it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+
+from quality import lake_tables
+from quality.lake import Lake
+
+TABLE = "checkpoints"
+REGISTERED_MODEL = "assay-policy"
+CHAMPION_ALIAS = "champion"
+METADATA_FILE = "assay_checkpoint.json"
+
+
+class CheckpointError(LookupError):
+    """A checkpoint reference that names no registered checkpoint."""
+
+
+@dataclass
+class CheckpointRecord:
+    checkpoint: str
+    run_id: str | None
+    step: int
+    path: str
+    recipe: str
+    base_model: str
+    domains: list[str] = field(default_factory=list)
+    mlflow_model_id: str | None = None
+    created_at: str = ""
+
+
+def checkpoint_id(run_name: str, step: int) -> str:
+    return f"{run_name}-step{step:06d}"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_root: str | None) -> str | None:
+    from mlflow.exceptions import MlflowException
+
+    from training.tracking import Tracker
+
+    tracker = Tracker(tracking_uri, artifact_root)
+    client = tracker.client
+    tags = {"assay.checkpoint": record.checkpoint, "assay.path": record.path,
+            "assay.recipe": record.recipe, "assay.step": str(record.step)}
+    model = client.create_logged_model(tracker.experiment_id(), name=record.checkpoint,
+                                       source_run_id=record.run_id, tags=tags,
+                                       params={"base_model": record.base_model,
+                                               "domains": ",".join(record.domains)})
+    client.finalize_logged_model(model.model_id, "READY")
+    try:
+        client.create_registered_model(REGISTERED_MODEL)
+    except MlflowException:
+        pass  # already there
+    client.create_model_version(REGISTERED_MODEL, source=Path(record.path).as_uri(), run_id=record.run_id,
+                                tags={"checkpoint": record.checkpoint}, model_id=model.model_id)
+    return model.model_id
+
+
+def register_checkpoint(lake: Lake, tracking_uri: str, *, checkpoint: str, path: str | os.PathLike,
+                        run_id: str | None, step: int, recipe: str, base_model: str,
+                        domains: list[str], artifact_root: str | None = None) -> CheckpointRecord:
+    """Record a saved HF folder: metadata file, lake row, MLflow LoggedModel + model version."""
+    record = CheckpointRecord(checkpoint=checkpoint, run_id=run_id, step=int(step), path=str(Path(path).resolve()),
+                              recipe=recipe, base_model=base_model, domains=list(domains), created_at=_now())
+    folder = Path(record.path)
+    if not (folder / "config.json").exists():
+        raise CheckpointError(f"checkpoint folder {folder} has no config.json: save the model before registering it")
+    record.mlflow_model_id = _register_in_mlflow(record, tracking_uri,
+                                                 artifact_root or str(lake.mlflow_artifacts))
+    if not checkpoint.startswith("base-"):  # base folders are the shared model cache: leave them clean
+        meta = {k: v for k, v in asdict(record).items() if k in
+                ("checkpoint", "run_id", "step", "recipe", "base_model", "domains", "created_at")}
+        (folder / METADATA_FILE).write_text(json.dumps(meta, indent=2))
+    frame = lake_tables.conform(pl.DataFrame([asdict(record)], schema_overrides={"domains": pl.List(pl.Utf8)}),
+                                lake_tables.CHECKPOINTS)
+    lake.write_batch(TABLE, {"checkpoint": checkpoint}, {"part": frame})
+    return record
+
+
+def list_checkpoints(lake: Lake) -> list[CheckpointRecord]:
+    frame = lake.read(TABLE)
+    if frame.is_empty():
+        return []
+    frame = lake_tables.conform(frame, lake_tables.CHECKPOINTS).sort(["created_at", "checkpoint"])
+    return [CheckpointRecord(**{**row, "domains": list(row["domains"] or [])}) for row in frame.iter_rows(named=True)]
+
+
+def ensure_base_checkpoint(recipe: str, lake: Lake, tracking_uri: str) -> CheckpointRecord:
+    """The pseudo-checkpoint ``base-<recipe>`` (the untrained policy), registered on first use."""
+    from training.policy import BUILTIN_POLICIES, policy_path
+
+    if recipe not in BUILTIN_POLICIES:
+        raise CheckpointError(f"no base model for recipe {recipe!r} (known: {', '.join(BUILTIN_POLICIES)})")
+    name = f"base-{recipe}"
+    for record in list_checkpoints(lake):
+        if record.checkpoint == name:
+            return record
+    path = policy_path(recipe, lake.home)
+    return register_checkpoint(lake, tracking_uri, checkpoint=name, path=path, run_id=None, step=0,
+                               recipe=recipe, base_model=recipe, domains=[])
+
+
+def resolve_checkpoint(ref: str, lake: Lake, tracking_uri: str) -> CheckpointRecord:
+    """``ref``: a checkpoint id, ``"latest"``, ``"champion"`` or ``"base-<recipe>"``."""
+    if ref.startswith("base-"):
+        return ensure_base_checkpoint(ref[len("base-"):], lake, tracking_uri)
+    records = list_checkpoints(lake)
+    if ref == "latest":
+        trained = [r for r in records if not r.checkpoint.startswith("base-")]
+        if not trained:
+            raise CheckpointError("no trained checkpoint yet: run `assay train` first")
+        return trained[-1]
+    if ref == CHAMPION_ALIAS:
+        from mlflow.exceptions import MlflowException
+
+        from training.tracking import Tracker
+
+        try:
+            version = Tracker(tracking_uri).client.get_model_version_by_alias(REGISTERED_MODEL, CHAMPION_ALIAS)
+        except MlflowException:
+            raise CheckpointError(f"no champion yet: the alias '{CHAMPION_ALIAS}' on '{REGISTERED_MODEL}' "
+                                  "is unset (promote a checkpoint first)") from None
+        ref = version.tags.get("checkpoint", "")
+    for record in records:
+        if record.checkpoint == ref:
+            return record
+    known = ", ".join(r.checkpoint for r in records[-8:]) or "none"
+    raise CheckpointError(f"unknown checkpoint {ref!r} (latest known: {known}; also 'latest', 'champion', 'base-<recipe>')")

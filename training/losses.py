@@ -1,0 +1,120 @@
+"""GRPO objective: group-relative advantages, the clipped surrogate, k3 KL, and loss aggregation.
+
+Names follow TRL's ``GRPOConfig`` so users feel at home. For completion token t of sequence i:
+
+    ratio_it   = exp(logp_it - old_logp_it)
+    surrogate  = min(ratio_it * A_i, clip(ratio_it, 1 - epsilon, 1 + epsilon_high) * A_i)
+    kl_it      = exp(ref_it - logp_it) - (ref_it - logp_it) - 1          (k3, Schulman 2020)
+    loss_it    = -surrogate + beta * kl_it
+
+aggregated over the completion mask m by ``loss_type``:
+
+- ``grpo`` (Shao et al. 2024): mean over sequences of the per-sequence token mean;
+- ``dr_grpo`` (Liu et al. 2025, "Dr. GRPO"): sum over all tokens / (sequences * max_completion_length),
+  which removes the length bias of the per-sequence mean;
+- ``dapo`` (Yu et al. 2025): token-level mean, sum over all tokens / number of completion tokens.
+
+Advantages (``scale_rewards``): A_i = r_i - mean(group); divided by the group's std (``group``,
+GRPO), by the std of the whole batch (``batch``) or not at all (``none``, Dr. GRPO); std is the
+unbiased sample std and ``1e-4`` keeps the division finite, as in TRL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
+SCALE_REWARDS = ("group", "batch", "none")
+STD_EPS = 1e-4
+
+
+@dataclass
+class GroupStats:
+    advantages: "object"       # (B,) tensor
+    zero_variance: "object"    # (B // G,) bool tensor: groups whose rewards are all equal
+
+
+def group_advantages(rewards, num_generations: int, scale_rewards: str = "group") -> GroupStats:
+    """Advantages for rewards laid out group-major: ``rewards[g * G + j]`` is sample j of group g."""
+    import torch
+
+    if scale_rewards not in SCALE_REWARDS:
+        raise ValueError(f"scale_rewards {scale_rewards!r} is not one of {', '.join(SCALE_REWARDS)}")
+    if rewards.numel() % num_generations:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {num_generations}")
+    grouped = rewards.view(-1, num_generations)
+    mean = grouped.mean(dim=1, keepdim=True)
+    std = grouped.std(dim=1, keepdim=True)
+    centered = grouped - mean
+    if scale_rewards == "group":
+        centered = centered / (std + STD_EPS)
+    elif scale_rewards == "batch":
+        centered = centered / (rewards.std() + STD_EPS)
+    zero_variance = torch.isclose(std.squeeze(1), torch.zeros_like(std.squeeze(1)))
+    return GroupStats(advantages=centered.reshape(-1), zero_variance=zero_variance)
+
+
+def k3_kl(logp, ref_logp):
+    """Per-token k3 estimate of KL(pi || pi_ref): unbiased, always >= 0."""
+    import torch
+
+    delta = ref_logp - logp
+    return torch.exp(delta) - delta - 1
+
+
+@dataclass
+class LossTerms:
+    per_token_loss: "object"  # (B, T)
+    per_token_kl: "object | None"
+    clipped: "object"         # (B, T) bool: tokens where the clip was active
+
+
+def per_token_terms(logp, old_logp, ref_logp, advantages, *, beta: float, epsilon: float,
+                    epsilon_high: float | None) -> LossTerms:
+    import torch
+
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    ratio = torch.exp(logp - old_logp)
+    clipped_ratio = torch.clamp(ratio, 1 - epsilon, 1 + eps_high)
+    adv = advantages.unsqueeze(1)
+    unclipped_obj, clipped_obj = ratio * adv, clipped_ratio * adv
+    per_token = -torch.min(unclipped_obj, clipped_obj)
+    clipped = clipped_obj < unclipped_obj
+    kl = None
+    if beta != 0.0:
+        kl = k3_kl(logp, ref_logp)
+        per_token = per_token + beta * kl
+    return LossTerms(per_token, kl, clipped)
+
+
+def aggregate(per_token_loss, mask, loss_type: str, max_completion_length: int, *,
+              num_sequences: float | None = None, num_tokens: float | None = None):
+    """Reduce per-token losses to a scalar by ``loss_type``.
+
+    ``num_sequences``/``num_tokens`` are the normalisers of the *whole* optimisation batch; pass
+    them when this call sees one micro-batch (or one rank) of it, so micro-batch losses add up to
+    exactly the full-batch loss. Left as None, the normalisers come from this batch.
+    """
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type {loss_type!r} is not one of {', '.join(LOSS_TYPES)}")
+    mask = mask.to(per_token_loss.dtype)
+    masked = per_token_loss * mask
+    n_seq = float(per_token_loss.shape[0]) if num_sequences is None else float(num_sequences)
+    if loss_type == "grpo":
+        per_seq = masked.sum(-1) / mask.sum(-1).clamp(min=1.0)
+        return per_seq.sum() / n_seq
+    if loss_type == "dr_grpo":
+        return masked.sum() / (n_seq * max_completion_length)
+    n_tok = float(mask.sum().clamp(min=1.0)) if num_tokens is None else max(1.0, float(num_tokens))
+    return masked.sum() / n_tok
+
+
+def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, loss_type: str, beta: float,
+              epsilon: float, epsilon_high: float | None, max_completion_length: int,
+              num_sequences: float | None = None, num_tokens: float | None = None):
+    """``(loss, terms)`` for one batch; see the module docstring for the formulas."""
+    terms = per_token_terms(logp, old_logp, ref_logp, advantages, beta=beta, epsilon=epsilon,
+                            epsilon_high=epsilon_high)
+    loss = aggregate(terms.per_token_loss, mask, loss_type, max_completion_length,
+                     num_sequences=num_sequences, num_tokens=num_tokens)
+    return loss, terms

@@ -1,0 +1,27 @@
+"""Sandbox for untrusted code: model-written programs for rewards, benchmarks and tool calls.
+
+Stdlib only (it must import fast and run anywhere)::
+
+    from training.sandbox import Limits, run_program, SandboxPool
+
+    result = run_program("print(input()[::-1])", stdin="abc", limits=Limits(wall_s=5, memory_mb=256))
+    result.status, result.stdout        # ('ok', 'cba\\n')
+
+    with SandboxPool(workers=2) as pool:   # many executions in parallel, one uid each
+        results = pool.run_many([ExecutionRequest(source=s) for s in programs])
+
+Isolation: bubblewrap started as an unprivileged numeric uid with rlimits (see ``runner``). Without
+it, running is refused (:class:`SandboxUnavailable`) unless ``ASSAY_UNSAFE_LOCAL_EXEC=1``.
+"""
+
+from training.sandbox.errors import SandboxError, SandboxUnavailable
+from training.sandbox.isolation import UNSAFE_ENV, SandboxConfig
+from training.sandbox.limits import Limits
+from training.sandbox.pool import ExecutionRequest, SandboxPool
+from training.sandbox.result import STATUSES, ExecutionResult
+from training.sandbox.runner import Sandbox, default_sandbox, run_command, run_program
+
+__all__ = [
+    "ExecutionRequest", "ExecutionResult", "Limits", "STATUSES", "Sandbox", "SandboxConfig", "SandboxError",
+    "SandboxPool", "SandboxUnavailable", "UNSAFE_ENV", "default_sandbox", "run_command", "run_program",
+]

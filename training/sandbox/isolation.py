@@ -1,0 +1,144 @@
+"""Which isolation this machine offers, found once per process, and how to fix it when none.
+
+The default isolation is bubblewrap (``bwrap``) started as an unprivileged uid with rlimits. When
+bwrap is missing or cannot create namespaces here, untrusted code is refused with
+:class:`SandboxUnavailable`, unless ``ASSAY_UNSAFE_LOCAL_EXEC=1`` opts into running it as a plain
+local process (rlimits, a temp folder, a minimal environment, and a loud warning on every run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from training.sandbox.errors import SandboxUnavailable
+from training.sandbox.uids import DEFAULT_UID_BASE
+
+UNSAFE_ENV = "ASSAY_UNSAFE_LOCAL_EXEC"
+BWRAP_ENV = "ASSAY_SANDBOX_BWRAP"
+PYTHON_ENV = "ASSAY_SANDBOX_PYTHON"
+UID_BASE_ENV = "ASSAY_SANDBOX_UID_BASE"
+
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+INSTALL_HINT = (
+    "install bubblewrap (`sudo apt-get install bubblewrap`, `sudo dnf install bubblewrap`; `make install` "
+    "does it when run as root) and make sure unprivileged user namespaces are enabled "
+    "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0); or, only on a machine "
+    f"you do not mind a model's code running on, set {UNSAFE_ENV}=1"
+)
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Where the sandbox finds its tools. ``from_env`` reads the ``ASSAY_SANDBOX_*`` variables.
+
+    - ``bwrap``: path of bubblewrap; None searches PATH and /usr/bin.
+    - ``interpreter``: the Python that runs programs; None picks the system python3 (it must be
+      readable by an unprivileged uid: a root-only pyenv build is not).
+    - ``uid_base``: first of the numeric uids runs switch to (root only; no passwd entry needed).
+    - ``allow_unsafe``: run without isolation when none is available (``ASSAY_UNSAFE_LOCAL_EXEC=1``).
+    """
+
+    bwrap: str | None = None
+    interpreter: str | None = None
+    uid_base: int = DEFAULT_UID_BASE
+    allow_unsafe: bool = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "SandboxConfig":
+        env = os.environ if environ is None else environ
+        raw_base = env.get(UID_BASE_ENV, "").strip()
+        try:
+            base = int(raw_base) if raw_base else DEFAULT_UID_BASE
+        except ValueError:
+            raise ValueError(f"{UID_BASE_ENV}={raw_base!r} must be an integer uid, e.g. {DEFAULT_UID_BASE}") from None
+        return cls(bwrap=env.get(BWRAP_ENV) or None, interpreter=env.get(PYTHON_ENV) or None,
+                   uid_base=base, allow_unsafe=env.get(UNSAFE_ENV, "").strip() == "1")
+
+
+def _world_runnable(path: Path) -> bool:
+    """Whether a uid with no groups can execute ``path`` (every folder above it searchable)."""
+    try:
+        real = path.resolve(strict=True)
+        if not real.stat().st_mode & stat.S_IXOTH:
+            return False
+        return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
+    except OSError:
+        return False
+
+
+def find_interpreter(config: SandboxConfig) -> tuple[str, tuple[str, ...]]:
+    """The interpreter for sandboxed Python, and extra folders to bind read-only for it.
+
+    Order: ``config.interpreter`` ($ASSAY_SANDBOX_PYTHON), the system python3, then this process's
+    own base interpreter if an unprivileged uid can run it (its install prefix is then bound).
+    """
+    candidates = [config.interpreter] if config.interpreter else [*SYSTEM_PYTHONS, getattr(sys, "_base_executable", sys.executable)]
+    for candidate in candidates:
+        path = Path(candidate)
+        if not path.is_file():
+            if config.interpreter:
+                raise SandboxUnavailable(f"{PYTHON_ENV}={candidate!r} is not a file: point it at a python3 binary")
+            continue
+        if os.geteuid() == 0 and not _world_runnable(path):
+            if config.interpreter:
+                raise SandboxUnavailable(
+                    f"{PYTHON_ENV}={candidate!r} is not executable by an unprivileged uid (the sandbox "
+                    "drops root): make it and its folders world-readable or use /usr/bin/python3")
+            continue
+        real = path.resolve()
+        if str(real).startswith("/usr/"):
+            return str(path), ()
+        # e.g. /opt/python/bin/python3.11 -> bind /opt/python (stdlib lives under the prefix)
+        return str(real), (str(real.parent.parent),)
+    raise SandboxUnavailable(
+        "no Python interpreter an unprivileged uid can run: install the system python3 "
+        f"(`apt-get install python3`) or set {PYTHON_ENV} to a world-readable python3")
+
+
+def find_bwrap(config: SandboxConfig) -> str | None:
+    if config.bwrap:
+        return config.bwrap if Path(config.bwrap).is_file() else None
+    return shutil.which("bwrap") or ("/usr/bin/bwrap" if Path("/usr/bin/bwrap").is_file() else None)
+
+
+def host_root_binds() -> tuple[str, ...]:
+    """bwrap arguments recreating /usr and the top-level links into it (merged-/usr or not)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
+        path = Path(name)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), name]
+        elif path.is_dir():
+            args += ["--ro-bind", name, name]
+    return tuple(args)
+
+
+_PROBES: dict[tuple, str | None] = {}
+_PROBE_MUTEX = threading.Lock()
+
+
+def probe_bwrap(bwrap: str, uid: int | None) -> str | None:
+    """None when bwrap can build a sandbox here as ``uid``, else why not (cached per process)."""
+    key = (bwrap, uid is not None)
+    with _PROBE_MUTEX:
+        if key in _PROBES:
+            return _PROBES[key]
+        command = [bwrap, "--unshare-all", "--die-with-parent", *host_root_binds(), "--proc", "/proc",
+                   "--dev", "/dev", "--", "/usr/bin/true" if Path("/usr/bin/true").exists() else "/bin/true"]
+        kwargs = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=30, cwd="/",
+                                  env={"PATH": "/usr/bin:/bin"}, **kwargs)
+            reason = None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")
+        except (OSError, subprocess.SubprocessError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        _PROBES[key] = reason
+        return reason

@@ -1,0 +1,417 @@
+"""Run one untrusted program: bubblewrap as an unprivileged uid, rlimits, a wall clock, capped output.
+
+What a sandboxed program gets (and nothing else):
+
+- a read-only ``/usr`` (with the ``/bin``, ``/lib*`` links into it), a fresh ``/dev`` and a ``/proc``
+  of its own pid namespace; no ``/etc``, no ``/home``, no ``/root``, no repository, no host ``/tmp``;
+- a private writable scratch folder: a tmpfs at ``/tmp`` of ``Limits.scratch_mb`` (its cwd and
+  ``$HOME``), holding the program and the extra files given;
+- no network (its own empty network namespace: only a loopback with nothing listening);
+- a minimal environment (PATH, HOME, TMPDIR, LANG, USER): nothing of the parent's leaks;
+- a numeric uid that owns nothing on the host, so root-only files stay unreadable, it cannot signal
+  any other process, and RLIMIT_NPROC (ignored for root) applies;
+- rlimits on CPU seconds, address space, file size, processes and open files; a wall-clock limit;
+  stdout/stderr capped at ``Limits.output_bytes`` (more than that and it is killed).
+
+Its whole process tree dies with it: the program is pid 1 of its own pid namespace, and when it
+exits (or is killed) the kernel kills everything left inside, daemons included. Being pid 1, it
+ignores signals it has no handler for (SIGTERM from itself does nothing); the kernel's SIGKILL for
+the CPU limit and faults such as SIGSEGV still end it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import PurePosixPath
+from typing import Mapping, Sequence
+
+from training.sandbox.errors import SandboxError, SandboxUnavailable
+from training.sandbox.isolation import (
+    INSTALL_HINT, UNSAFE_ENV, SandboxConfig, find_bwrap, find_interpreter, host_root_binds, probe_bwrap,
+)
+from training.sandbox.limits import Limits
+from training.sandbox.result import ExecutionResult
+from training.sandbox.uids import allocator_for
+
+SCRATCH = "/tmp"
+PROGRAM_NAME = "main.py"
+# bwrap's monitor, outside the namespace, runs as the sandbox uid too.
+OWN_PROCESSES = 1
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": SCRATCH,
+    "TMPDIR": SCRATCH,
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "USER": "sandbox",
+    "LOGNAME": "sandbox",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+# What a program that ran out of address space leaves on stderr (Python, C, C++, Rust, Go).
+MEMORY_PATTERN = re.compile(rb"\bMemoryError\b|Cannot allocate memory|std::bad_alloc|out of memory|memory allocation of \d+ bytes failed")
+DRAIN_GRACE_S = 1.0
+READ_CHUNK = 65536
+Files = Mapping[str, "str | bytes"]
+
+
+def _as_bytes(data: "str | bytes | None") -> bytes:
+    if data is None:
+        return b""
+    return data.encode() if isinstance(data, str) else bytes(data)
+
+
+def _check_relative(path: str) -> PurePosixPath:
+    rel = PurePosixPath(path)
+    if rel.is_absolute() or not rel.parts or ".." in rel.parts:
+        raise ValueError(f"sandbox file name {path!r} must be a relative path inside the scratch folder, e.g. 'data/input.txt'")
+    return rel
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _rlimit_setter(limits: Limits, nproc: int | None):
+    cpu = max(1, math.ceil(limits.cpu_s))
+    pairs = [
+        # soft == hard: pid 1 of a namespace ignores SIGXCPU, so the kernel's SIGKILL is what ends it.
+        (resource.RLIMIT_CPU, (cpu, cpu)),
+        (resource.RLIMIT_AS, (limits.memory_mb << 20,) * 2),
+        (resource.RLIMIT_FSIZE, (limits.file_size_mb << 20,) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_NOFILE, (256, 256)),
+    ]
+    if nproc is not None:
+        pairs.append((resource.RLIMIT_NPROC, (nproc, nproc)))
+
+    def apply() -> None:  # runs in the child between fork and exec: C calls only, no allocation-heavy work
+        for which, value in pairs:
+            resource.setrlimit(which, value)
+
+    return apply
+
+
+class Sandbox:
+    """Runs untrusted programs. Thread-safe: a :class:`~training.sandbox.pool.SandboxPool` shares one."""
+
+    def __init__(self, config: SandboxConfig | None = None):
+        self.config = config or SandboxConfig.from_env()
+        self._mode: str | None = None
+        self._why_unavailable = ""
+        self._bwrap = ""
+        self._interpreter = ""
+        self._base_args: tuple[str, ...] = ()
+        self._mutex = threading.Lock()
+        self._is_root = os.geteuid() == 0
+
+    # -- isolation ------------------------------------------------------------------------------
+
+    @property
+    def isolation(self) -> str:
+        """``bubblewrap`` or ``none`` (unsafe opt-in); raises :class:`SandboxUnavailable` otherwise."""
+        with self._mutex:
+            if self._mode is None:
+                self._resolve()
+        if self._mode == "unavailable":
+            raise SandboxUnavailable(self._why_unavailable)
+        return self._mode
+
+    def _resolve(self) -> None:
+        self._interpreter, extra_binds = find_interpreter(self.config)
+        bwrap = find_bwrap(self.config)
+        if bwrap is None:
+            problem = "bubblewrap (bwrap) is not installed" + (f" at {self.config.bwrap}" if self.config.bwrap else "")
+        else:
+            probe_uid = None
+            if self._is_root:
+                allocator = allocator_for(self.config.uid_base)
+                probe_uid, _ = allocator.acquire()
+            try:
+                reason = probe_bwrap(bwrap, probe_uid)
+            finally:
+                if probe_uid is not None:
+                    allocator.release(probe_uid)
+            problem = None if reason is None else f"bubblewrap cannot create a sandbox here: {reason}"
+        if problem is None:
+            self._mode, self._bwrap = "bubblewrap", bwrap
+            binds: list[str] = []
+            for folder in extra_binds:
+                binds += ["--ro-bind", folder, folder]
+            self._base_args = (
+                # --as-pid-1: the program itself is pid 1, so bwrap's monitor reaps it before exiting.
+                # With bwrap's own init instead, the monitor exits on an eventfd message, init is
+                # reaped late by the host's init, and each run leaves a phantom RLIMIT_NPROC charge on
+                # its uid for ~1.7 s and no CPU accounting (both measured here).
+                bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
+                *host_root_binds(), *binds,
+                "--dev", "/dev", "--proc", "/proc",
+            )
+        elif self.config.allow_unsafe:
+            self._mode, self._why_unavailable = "none", problem
+        else:
+            self._mode = "unavailable"
+            self._why_unavailable = f"refusing to run untrusted code without isolation: {problem}. To fix: {INSTALL_HINT}"
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def run_program(self, source: "str | bytes", *, stdin: "str | bytes | None" = None, files: Files | None = None,
+                    limits: Limits | None = None, argv: Sequence[str] = ()) -> ExecutionResult:
+        """Run Python ``source`` (saved as ``main.py`` in the scratch folder) with ``argv``."""
+        self.isolation  # resolve first: the interpreter depends on it
+        all_files = {PROGRAM_NAME: source, **dict(files or {})}
+        return self.run_command([self._interpreter, "-E", "-s", "-B", PROGRAM_NAME, *argv],
+                                stdin=stdin, files=all_files, limits=limits)
+
+    def run_command(self, command: Sequence[str], *, stdin: "str | bytes | None" = None, files: Files | None = None,
+                    limits: Limits | None = None) -> ExecutionResult:
+        """Run ``command`` (an argv list; relative paths resolve in the scratch folder)."""
+        if isinstance(command, (str, bytes)) or not command:
+            raise ValueError("command must be a non-empty list of arguments, e.g. ['/usr/bin/python3', 'main.py']")
+        limits = limits or Limits()
+        payload = {str(_check_relative(name)): _as_bytes(data) for name, data in (files or {}).items()}
+        mode = self.isolation
+        if mode == "bubblewrap":
+            return self._run_bwrap(list(command), _as_bytes(stdin), payload, limits)
+        return self._run_unsafe(list(command), _as_bytes(stdin), payload, limits)
+
+    def _run_bwrap(self, command: list[str], stdin: bytes, files: dict[str, bytes], limits: Limits) -> ExecutionResult:
+        fds: list[int] = []
+        args = [*self._base_args, "--size", str(limits.scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", SCRATCH]
+        made_dirs: set[str] = set()
+        try:
+            for name, data in files.items():
+                for parent in reversed(PurePosixPath(name).parents[:-1]):
+                    if str(parent) not in made_dirs:
+                        made_dirs.add(str(parent))
+                        args += ["--dir", f"{SCRATCH}/{parent}"]
+                fd = _memfd("sandbox-file", data)
+                fds.append(fd)
+                args += ["--file", str(fd), f"{SCRATCH}/{name}"]
+            status_read, status_write = os.pipe2(os.O_CLOEXEC)
+            fds += [status_read, status_write]
+            args += ["--json-status-fd", str(status_write), "--", *command]
+            stdin_fd = _memfd("sandbox-stdin", stdin) if stdin else None
+            if stdin_fd is not None:
+                fds.append(stdin_fd)
+            allocator = allocator_for(self.config.uid_base) if self._is_root else None
+            for attempt in range(2):
+                uid, lingering = allocator.acquire() if allocator else (None, 0)
+                try:
+                    # Non-root: no uid of our own to count on, so the user's own process limit applies.
+                    nproc = limits.nproc + OWN_PROCESSES + lingering if uid is not None else None
+                    spawn = dict(user=uid, group=uid, extra_groups=[]) if uid is not None else {}
+                    if stdin_fd is not None:
+                        os.lseek(stdin_fd, 0, os.SEEK_SET)
+                    result, setup_error = self._supervise(
+                        args, limits, stdin_fd, _rlimit_setter(limits, nproc), spawn=spawn, status_fd=status_read,
+                        pass_fds=[fd for fd in fds if fd not in (status_read, stdin_fd)])
+                finally:
+                    if uid is not None:
+                        allocator.release(uid)
+                if result is not None:
+                    return result
+            raise SandboxError(f"bubblewrap failed to set up the sandbox (twice, with two uids): {setup_error}")
+        finally:
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def _run_unsafe(self, command: list[str], stdin: bytes, files: dict[str, bytes], limits: Limits) -> ExecutionResult:
+        print(f"WARNING: {UNSAFE_ENV}=1: running untrusted code WITHOUT isolation ({self._why_unavailable}). "
+              "It can read your files and use the network.", file=sys.stderr, flush=True)
+        scratch = tempfile.mkdtemp(prefix="assay-unsafe-")
+        stdin_fd = None
+        try:
+            for name, data in files.items():
+                target = os.path.join(scratch, name)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as handle:
+                    handle.write(data)
+            stdin_fd = _memfd("sandbox-stdin", stdin) if stdin else None
+            env = {**SANDBOX_ENV, "HOME": scratch, "TMPDIR": scratch}
+            allocator = allocator_for(self.config.uid_base) if self._is_root else None
+            uid, lingering = allocator.acquire() if allocator else (None, 0)
+            try:
+                # Even without isolation, root drops to a uid of its own: root-only files stay closed.
+                spawn = dict(user=uid, group=uid, extra_groups=[]) if uid is not None else {}
+                if uid is not None:
+                    for folder, _, names in os.walk(scratch):
+                        for name in [folder, *(os.path.join(folder, n) for n in names)]:
+                            os.chown(name, uid, uid)
+                nproc = limits.nproc + lingering if uid is not None else None
+                result, _ = self._supervise(command, limits, stdin_fd, _rlimit_setter(limits, nproc), pass_fds=[],
+                                            spawn=spawn, status_fd=None, cwd=scratch, env=env)
+            finally:
+                if uid is not None:
+                    allocator.release(uid)
+            return ExecutionResult(**{**result.__dict__, "isolation": "none"})
+        finally:
+            if stdin_fd is not None:
+                os.close(stdin_fd)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    # -- supervising one process ----------------------------------------------------------------
+
+    def _supervise(self, args: list[str], limits: Limits, stdin_fd: int | None, preexec, *, pass_fds, spawn,
+                   status_fd: int | None, cwd: str = "/", env: dict | None = None) -> tuple[ExecutionResult | None, str]:
+        """Start ``args``, enforce the wall clock and the output cap, and classify the outcome.
+
+        Returns ``(None, why)`` when bubblewrap itself failed to set up (the caller retries).
+        """
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            args, stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env or SANDBOX_ENV, cwd=cwd, start_new_session=True,
+            preexec_fn=preexec, pass_fds=pass_fds, close_fds=True, **spawn)
+        pidfd = os.pidfd_open(proc.pid)
+        out, err = bytearray(), bytearray()
+        cap = limits.output_bytes
+        killed_for: str | None = None
+        exited, exited_at = False, 0.0
+        deadline = started + limits.wall_s
+        selector = selectors.DefaultSelector()
+        try:
+            selector.register(proc.stdout, selectors.EVENT_READ, out)
+            selector.register(proc.stderr, selectors.EVENT_READ, err)
+            selector.register(pidfd, selectors.EVENT_READ, None)
+            while selector.get_map():
+                now = time.monotonic()
+                if exited:
+                    remaining = min(deadline, exited_at + DRAIN_GRACE_S) - now
+                else:
+                    remaining = deadline - now
+                if remaining <= 0:
+                    if not exited and killed_for is None:
+                        killed_for = "wall"
+                        self._kill(proc)
+                        deadline = now + DRAIN_GRACE_S
+                        continue
+                    break  # exited, but something still holds the pipes: stop waiting for them
+                for key, _ in selector.select(remaining):
+                    if key.data is None:
+                        selector.unregister(pidfd)
+                        exited, exited_at = True, time.monotonic()
+                        continue
+                    chunk = os.read(key.fd, READ_CHUNK)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                        continue
+                    buffer = key.data
+                    room = cap - len(buffer)
+                    if room > 0:
+                        buffer += chunk[:room]
+                    if len(chunk) > room and killed_for is None:
+                        killed_for = "output"
+                        self._kill(proc)
+                        deadline = time.monotonic() + DRAIN_GRACE_S
+        finally:
+            selector.close()
+            os.close(pidfd)
+            if not exited:  # an error in the loop above: never leave the sandbox running
+                self._kill(proc)
+            _, wait_status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(wait_status)
+            proc.stdout.close()
+            proc.stderr.close()
+        duration = time.monotonic() - started
+        cpu = usage.ru_utime + usage.ru_stime
+        raw_code = proc.returncode
+        if status_fd is not None:
+            status = _read_nonblocking(status_fd)
+            if killed_for is None and b"child-pid" not in status:
+                return None, err.decode(errors="replace").strip() or f"exit {raw_code}"
+        return _classify(raw_code, bytes(out), bytes(err), duration, cpu, limits, killed_for,
+                         from_bwrap=status_fd is not None), ""
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen) -> None:
+        # bwrap's monitor leads its own session; its pid 1 inside dies with it (--die-with-parent),
+        # and the kernel then kills every process left in the pid namespace.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _read_nonblocking(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    data = bytearray()
+    try:
+        while chunk := os.read(fd, READ_CHUNK):
+            data += chunk
+    except BlockingIOError:
+        pass
+    return bytes(data)
+
+
+def _classify(raw_code: int, out: bytes, err: bytes, duration: float, cpu: float, limits: Limits,
+              killed_for: str | None, from_bwrap: bool) -> ExecutionResult:
+    code = raw_code
+    # bwrap reports a program killed by signal N as exit 128+N; report it as -N like subprocess.
+    if from_bwrap and killed_for is None and 128 < code < 128 + signal.NSIG:
+        code = -(code - 128)
+    signum = -code if code < 0 else None
+    limit = killed_for
+    if killed_for == "wall":
+        status = "timeout"
+    elif killed_for == "output":
+        status = "killed"
+    # The program is pid 1 of its namespace: nothing inside can SIGKILL it, so an unexplained SIGKILL
+    # is the kernel's: the CPU limit (rusage lags the limit's own clock a little, hence the margin).
+    elif signum == signal.SIGXCPU or (signum == signal.SIGKILL and cpu >= 0.5 * limits.cpu_s):
+        status, limit = "timeout", "cpu"
+    elif code != 0 and MEMORY_PATTERN.search(err[-4096:]):
+        status, limit = "memory", "memory"
+    elif signum is not None:
+        status = "killed"
+    else:
+        status = "ok" if code == 0 else "error"
+    truncated = len(out) >= limits.output_bytes or len(err) >= limits.output_bytes
+    return ExecutionResult(
+        status=status, returncode=code if killed_for is None else -signal.SIGKILL,
+        stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
+        duration_s=duration, limit=limit, truncated=truncated, cpu_s=cpu,
+    )
+
+
+_DEFAULT_SANDBOX: Sandbox | None = None
+_DEFAULT_MUTEX = threading.Lock()
+
+
+def default_sandbox() -> Sandbox:
+    """The process-wide sandbox configured from the environment (``ASSAY_SANDBOX_*``, ``ASSAY_UNSAFE_LOCAL_EXEC``)."""
+    global _DEFAULT_SANDBOX
+    with _DEFAULT_MUTEX:
+        if _DEFAULT_SANDBOX is None:
+            _DEFAULT_SANDBOX = Sandbox()
+        return _DEFAULT_SANDBOX
+
+
+def run_program(source: "str | bytes", *, stdin: "str | bytes | None" = None, files: Files | None = None,
+                limits: Limits | None = None, argv: Sequence[str] = ()) -> ExecutionResult:
+    """Run Python ``source`` in the default sandbox. See :class:`Sandbox`."""
+    return default_sandbox().run_program(source, stdin=stdin, files=files, limits=limits, argv=argv)
+
+
+def run_command(command: Sequence[str], *, stdin: "str | bytes | None" = None, files: Files | None = None,
+                limits: Limits | None = None) -> ExecutionResult:
+    """Run an argv list in the default sandbox. See :class:`Sandbox`."""
+    return default_sandbox().run_command(command, stdin=stdin, files=files, limits=limits)

@@ -1,0 +1,355 @@
+"""Benchmark sweeps: every eval item of every chosen domain, K samples each, scored and summarised.
+
+One sweep = one checkpoint x some domains. The model is loaded once (lazily: a fully cached
+re-run never loads it) and serves every domain. Per domain:
+
+1. items = ``Domain.eval_items()`` (optionally the first ``limit``); K = ``--samples`` or the
+   domain's ``eval_samples_per_item``;
+2. the cache: rows of lake table ``results`` for (checkpoint, domain, gen_config) already hold some
+   (item, sample_idx) pairs; only the missing samples are generated. ``gen_config`` is the hash of
+   the sampling parameters with ``n=1`` and no seed (:meth:`SamplingParams.key`), so raising K adds
+   samples to the cached ones and changing ``max_new_tokens`` or the temperature starts afresh;
+3. generation in batches of ``batch_items`` items; each batch is scored with ``Domain.safe_score``
+   (the code domain's scorer runs the sandbox itself) and committed as its own lake partition
+   ``results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet`` before the next starts, so a killed
+   sweep loses at most one batch and resumes where it stopped;
+4. the summary row (lake table ``sweep_summary``): mean of the per-item means, pass@1 and pass@K
+   (the unbiased estimator of Chen et al. 2021, "Evaluating Large Language Models Trained on
+   Code", eq. 1; a sample passes when it earns full credit, score == 1), the SE of the mean
+   (cluster-robust when items carry a ``cluster_id``, see :func:`quality.regression.standard_error`;
+   Miller 2024, arXiv:2411.00640), a t-based 95% CI, n, K and tokens/s of generation.
+
+Sampling: K=1 is greedy; K>1 samples at ``temperature`` (default 0.7, top_p 0.95), since K greedy
+samples would all be the same. An item's ``cluster_id`` comes from its metadata (``cluster_id``, else
+``template``); none means the items are treated as independent.
+
+MLflow: :func:`log_sweep_to_mlflow` logs ``score/<domain>`` and ``stderr/<domain>`` (and n, K,
+pass@k) on a run tagged with the checkpoint, linked to the checkpoint's LoggedModel when it exists,
+plus each domain's item table as an artifact.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import polars as pl
+
+from quality.lake import Lake
+from quality.lake_tables import RESULTS, SWEEP_SUMMARY, conform
+
+DEFAULT_TEMPERATURE = 0.7
+DEFAULT_TOP_P = 0.95
+CLUSTER_KEYS = ("cluster_id", "template")
+
+
+class SweepError(RuntimeError):
+    """A sweep could not run (bad settings, a scorer that raised)."""
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What a sweep runs. Defaults suit a CPU machine; every field can be set from the CLI/Dagster."""
+
+    samples: int | None = None
+    """K samples per item for every domain (None: each domain's ``eval_samples_per_item``)."""
+    limit: int | None = None
+    """At most this many eval items per domain (None: the domain's whole eval set)."""
+    max_new_tokens: int = 256
+    temperature: float = DEFAULT_TEMPERATURE
+    """Used when K > 1 (K = 1 is greedy)."""
+    top_p: float = DEFAULT_TOP_P
+    batch_items: int = 16
+    """Items per generation batch and per committed lake batch (the most a kill can lose)."""
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("samples", "limit"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise SweepError(f"{name} must be a positive int or None, got {value!r}")
+        if not isinstance(self.batch_items, int) or self.batch_items < 1:
+            raise SweepError(f"batch_items must be a positive int, got {self.batch_items!r}")
+        if self.max_new_tokens < 1:
+            raise SweepError(f"max_new_tokens must be >= 1, got {self.max_new_tokens!r}")
+
+    def sampling(self, k: int):
+        """The sampling parameters for K samples per item (n is set per batch)."""
+        from training.generation import SamplingParams
+
+        if k == 1:
+            return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=0.0)
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p)
+
+
+@dataclass
+class DomainSweep:
+    """What one domain's sweep did: the summary row plus how much was cached."""
+
+    domain: str
+    summary: dict
+    generated: int          # samples generated in this run
+    cached: int             # samples found in the lake
+    seconds: float
+    items: pl.DataFrame = field(repr=False, default_factory=pl.DataFrame)
+
+
+@dataclass
+class SweepResult:
+    checkpoint: str
+    domains: list[DomainSweep]
+    seconds: float
+    model_loaded: bool
+
+    @property
+    def generated(self) -> int:
+        return sum(d.generated for d in self.domains)
+
+    @property
+    def cached(self) -> int:
+        return sum(d.cached for d in self.domains)
+
+    def summaries(self) -> list[dict]:
+        return [d.summary for d in self.domains]
+
+    def to_json(self) -> dict:
+        return {"checkpoint": self.checkpoint, "seconds": round(self.seconds, 3), "generated": self.generated,
+                "cached": self.cached, "model_loaded": self.model_loaded,
+                "domains": [{**_json_safe(d.summary), "generated": d.generated, "cached": d.cached,
+                             "seconds": round(d.seconds, 3)} for d in self.domains]}
+
+
+def _json_safe(row: dict) -> dict:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+
+
+# -- statistics of one checkpoint's results ------------------------------------------------------
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c passes: 1 - C(n-c, k) / C(n, k) (Chen et al. 2021)."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def summarize(rows: pl.DataFrame, *, k: int | None = None) -> dict:
+    """Summary statistics of one (checkpoint, domain, gen_config)'s per-sample rows."""
+    from scipy import stats
+
+    from quality.regression import standard_error
+
+    per_item = rows.group_by("item_id").agg(
+        pl.col("score").mean().alias("mean"), pl.len().alias("n"),
+        (pl.col("score") >= 1.0).sum().alias("passes"),
+        pl.col("cluster_id").drop_nulls().first().alias("cluster_id")).sort("item_id")
+    n_items = per_item.height
+    k_used = int(per_item["n"].min()) if k is None else k
+    means = per_item["mean"].to_numpy()
+    clusters = None
+    if per_item["cluster_id"].null_count() < n_items:
+        clusters = per_item["cluster_id"].fill_null(pl.lit("__item__:") + per_item["item_id"]).to_numpy()
+    se, df = standard_error(means, clusters)
+    mean = float(means.mean()) if n_items else float("nan")
+    tq = float(stats.t.ppf(0.975, df)) if df > 0 else float("nan")
+    pass1 = float(np.mean([c / n for n, c in zip(per_item["n"], per_item["passes"])])) if n_items else float("nan")
+    passk = float(np.mean([pass_at_k(n, c, k_used) for n, c in zip(per_item["n"], per_item["passes"])
+                           if n >= k_used])) if n_items else float("nan")
+    latency = float(rows["latency_s"].sum()) if "latency_s" in rows.columns else 0.0
+    tokens = float(rows["tokens"].sum()) if "tokens" in rows.columns else 0.0
+    return {"n": n_items, "k": k_used, "mean": mean, "pass1": pass1, "passk": passk, "stderr": se,
+            "ci_low": mean - tq * se if math.isfinite(se) else float("nan"),
+            "ci_high": mean + tq * se if math.isfinite(se) else float("nan"),
+            "tokens_per_s": tokens / latency if latency > 0 else float("nan"),
+            "clusters": None if clusters is None else int(len(set(clusters.tolist())))}
+
+
+# -- the sweep -----------------------------------------------------------------------------------
+
+def cluster_of(item: dict) -> str | None:
+    metadata = item.get("metadata") or {}
+    for key in CLUSTER_KEYS:
+        if metadata.get(key) not in (None, ""):
+            return str(metadata[key])
+    return None
+
+
+def cached_rows(lake: Lake, checkpoint: str, domain: str, gen_config: str) -> pl.DataFrame:
+    rows = lake.read("results", where={"checkpoint": checkpoint, "domain": domain})
+    if rows.height == 0:
+        return conform(pl.DataFrame(), RESULTS)
+    rows = conform(rows, RESULTS).filter(pl.col("gen_config") == gen_config)
+    # a batch re-written after a crash could repeat a sample: keep the first committed one
+    return rows.unique(subset=["item_id", "sample_idx"], keep="first", maintain_order=True)
+
+
+EngineFactory = Callable[[], Any]
+
+
+def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: EngineFactory,
+              config: SweepConfig = SweepConfig(), log: Callable[[str], None] | None = None) -> SweepResult:
+    """Sweep ``checkpoint`` on ``domains`` (``Domain`` objects); writes ``results`` batches and one
+    ``sweep_summary`` row per domain. ``engine_factory()`` builds the generation engine; it is
+    called at most once, and only if some sample is not cached."""
+    from tqdm import tqdm
+
+    log = log or (lambda message: None)
+    started = time.perf_counter()
+    engine = None
+    plans = []
+    for domain in domains:
+        k = config.samples or domain.eval_samples_per_item
+        params = config.sampling(k)
+        gen_config = params.key()
+        items = domain.eval_items()
+        if config.limit:
+            items = items[: config.limit]
+        if not items:
+            raise SweepError(f"domain {domain.name!r} has no eval items to sweep")
+        cached = cached_rows(lake, checkpoint, domain.name, gen_config)
+        have: dict[str, set[int]] = {}
+        for item_id, idx in cached.select("item_id", "sample_idx").iter_rows():
+            have.setdefault(item_id, set()).add(idx)
+        todo = [(item, [s for s in range(k) if s not in have.get(item["id"], ())]) for item in items]
+        todo = [(item, missing) for item, missing in todo if missing]
+        plans.append((domain, k, params, gen_config, items, todo))
+    total_missing = sum(len(m) for *_, todo in plans for _, m in todo)
+    bar = tqdm(total=total_missing, desc=f"sweep {checkpoint}", unit="sample", file=sys.stderr,
+               disable=not config.progress or total_missing == 0)
+    results = []
+    try:
+        for domain, k, params, gen_config, items, todo in plans:
+            domain_start = time.perf_counter()
+            generated = 0
+            bar.set_postfix_str(domain.name)
+            for start in range(0, len(todo), config.batch_items):
+                chunk = todo[start:start + config.batch_items]
+                if engine is None:
+                    log(f"loading the model for {checkpoint}")
+                    engine = engine_factory()
+                rows = _generate_and_score(engine, domain, chunk, params, checkpoint, gen_config, config.seed + start)
+                lake.write_batch("results", {"checkpoint": checkpoint, "domain": domain.name,
+                                             "batch": f"{gen_config}-{uuid.uuid4().hex[:12]}"},
+                                 {"part": rows})
+                generated += rows.height
+                bar.update(rows.height)
+            ids = {item["id"] for item in items}
+            rows = cached_rows(lake, checkpoint, domain.name, gen_config).filter(pl.col("item_id").is_in(list(ids)))
+            rows = rows.filter(pl.col("sample_idx") < k)
+            summary = {"checkpoint": checkpoint, "domain": domain.name, **summarize(rows, k=k),
+                       "gen_config": gen_config, "created_at": datetime.now(timezone.utc).isoformat()}
+            lake.write_batch("sweep_summary", {"checkpoint": checkpoint, "domain": domain.name},
+                             {"part": conform(pl.DataFrame([{c: summary.get(c) for c in SWEEP_SUMMARY}],
+                                                           schema=SWEEP_SUMMARY), SWEEP_SUMMARY)})
+            cached_count = rows.height - generated
+            log(f"{domain.name}: mean {summary['mean']:.3f} +/- {summary['stderr']:.3f} (n={summary['n']}, "
+                f"K={k}; {generated} generated, {cached_count} cached)")
+            results.append(DomainSweep(domain.name, summary, generated, cached_count,
+                                       time.perf_counter() - domain_start, rows))
+    finally:
+        bar.close()
+    return SweepResult(checkpoint, results, time.perf_counter() - started, engine is not None)
+
+
+def _generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
+                        gen_config: str, seed: int) -> pl.DataFrame:
+    """Generate the missing samples of ``chunk`` (grouped by how many each item misses) and score."""
+    from dataclasses import replace
+
+    groups: dict[int, list[tuple[dict, list[int]]]] = {}
+    for item, missing in chunk:
+        groups.setdefault(len(missing), []).append((item, missing))
+    rows = []
+    now = datetime.now(timezone.utc).isoformat()
+    for n, group in groups.items():
+        batch_params = replace(params, n=n, seed=None if params.temperature == 0 else seed + n)
+        prompts = [engine.format_prompt(item["prompt"]) for item, _ in group]
+        outputs = engine.generate(prompts, batch_params)
+        for (item, missing), generations in zip(group, outputs):
+            if len(generations) != n:
+                raise SweepError(f"engine returned {len(generations)} completions for item {item['id']!r}, expected {n}")
+            for sample_idx, gen in zip(missing, generations):
+                try:
+                    score = domain.safe_score(gen.text, item)
+                except Exception as exc:  # re-raised with where it happened; never scored as 0
+                    raise SweepError(f"domain {domain.name!r} scorer failed on item {item['id']!r}: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+                rows.append({"checkpoint": checkpoint, "domain": domain.name, "item_id": item["id"],
+                             "sample_idx": sample_idx, "score": score, "completion": gen.text,
+                             "latency_s": float(gen.latency_s), "tokens": int(gen.completion_tokens),
+                             "cluster_id": cluster_of(item), "gen_config": gen_config, "created_at": now})
+    return pl.DataFrame(rows, schema=RESULTS)
+
+
+# -- reading sweeps back -------------------------------------------------------------------------
+
+def checkpoint_results(lake: Lake, checkpoint: str, domains: Iterable[str] | None = None) -> pl.DataFrame:
+    """Per-sample rows of a checkpoint's latest sweep per domain (the gen_config of its summary)."""
+    summaries = lake.read("sweep_summary", where={"checkpoint": checkpoint})
+    if summaries.height == 0:
+        return conform(pl.DataFrame(), RESULTS)
+    wanted = set(domains) if domains is not None else None
+    frames = []
+    for row in summaries.iter_rows(named=True):
+        if wanted is not None and row["domain"] not in wanted:
+            continue
+        rows = cached_rows(lake, checkpoint, row["domain"], row["gen_config"])
+        frames.append(rows.filter(pl.col("sample_idx") < row["k"]))
+    return pl.concat(frames) if frames else conform(pl.DataFrame(), RESULTS)
+
+
+# -- MLflow -------------------------------------------------------------------------------------
+
+def find_logged_model_id(client, experiment_id: str, checkpoint: str) -> str | None:
+    """The LoggedModel registered for a checkpoint (tag assay.checkpoint, else its name), if any."""
+    for filter_string in (f"tags.`assay.checkpoint` = '{checkpoint}'", f"name = '{checkpoint}'"):
+        try:
+            found = client.search_logged_models(experiment_ids=[experiment_id], filter_string=filter_string,
+                                                max_results=1)
+        except Exception:  # noqa: BLE001 - an unsupported filter on this store: try the next one
+            continue
+        if len(found):
+            return found[0].model_id
+    return None
+
+
+def log_sweep_to_mlflow(result: SweepResult, tracking_uri: str, experiment_id: str, *,
+                        run_name: str | None = None) -> str:
+    """Log a sweep as an MLflow run against the checkpoint; returns the run id."""
+    import tempfile
+    from pathlib import Path
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    model_id = find_logged_model_id(client, experiment_id, result.checkpoint)
+    run = client.create_run(experiment_id, run_name=run_name or f"sweep-{result.checkpoint}",
+                            tags={"assay.kind": "sweep", "assay.checkpoint": result.checkpoint,
+                                  **({"assay.model_id": model_id} if model_id else {})})
+    run_id = run.info.run_id
+    try:
+        for d in result.domains:
+            s = d.summary
+            for key, value in (("score", s["mean"]), ("stderr", s["stderr"]), ("pass1", s["pass1"]),
+                               ("passk", s["passk"]), ("n", s["n"]), ("k", s["k"]), ("tokens_per_s", s["tokens_per_s"])):
+                if value is not None and math.isfinite(float(value)):
+                    client.log_metric(run_id, f"{key}/{d.domain}", float(value), model_id=model_id)
+        client.log_metric(run_id, "sweep_seconds", result.seconds)
+        with tempfile.TemporaryDirectory() as tmp:
+            for d in result.domains:
+                path = Path(tmp) / f"{d.domain}.parquet"
+                d.items.write_parquet(path)
+                client.log_artifact(run_id, str(path), artifact_path="items")
+        client.set_terminated(run_id, "FINISHED")
+    except Exception:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    return run_id

@@ -1,0 +1,592 @@
+"""The GRPO loop on DeepSpeed: rollouts, per-domain rewards, group advantages, KL-constrained update.
+
+One step (per process):
+
+1. draw ``prompts_per_step`` prompts from the domain mixture (a pure function of seed and step);
+2. sample ``num_generations`` completions per prompt with the KV-cache decode loop
+   (:func:`training.generation.decode_batch`) from the rollout copy of the policy;
+3. score each completion with its own domain (:class:`training.rewards.RewardComposer`);
+4. group-relative advantages; groups whose rewards are all equal carry no signal: they are counted
+   (``zero_var_frac``) and left out of the forward/backward pass (dynamic sampling);
+5. for ``num_iterations`` passes: policy log-probs (one forward, logits only for completion
+   tokens), reference log-probs (frozen copy, ``inference_mode``), the clipped surrogate + ``beta``
+   * k3 KL (:mod:`training.losses`), ``engine.backward`` / ``engine.step`` per micro-batch.
+
+Micro-batch losses are normalised by the whole step's sequence/token counts (all processes), so
+gradient accumulation and data parallelism reproduce the full-batch loss exactly.
+
+Run state lives in ``$ASSAY_HOME/runs/<run name>/``: ``state.json`` (MLflow run id, finished steps,
+history, checkpoints) and the DeepSpeed checkpoint of the last save (model, optimizer, scheduler).
+Starting the same run again resumes after the last saved step; a finished run returns its result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from quality.lake import Lake
+from training.config import GRPOConfig
+
+HISTORY_TABLE = "training_history"
+ALL = "_all"
+METRICS = ("reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac", "entropy",
+           "zero_var_frac", "tokens_per_s")
+
+
+@dataclass
+class TrainResult:
+    run_name: str
+    mlflow_run_id: str
+    checkpoint: str
+    checkpoint_path: str
+    history: list[dict]
+    steps_done: int
+    resumed_from: int
+    data_sources: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def summary(self) -> dict:
+        return {"checkpoint": self.checkpoint, "mlflow_run_id": self.mlflow_run_id,
+                "history": [{k: h[k] for k in ("step", "domain", "reward_mean", "kl", "loss")}
+                            for h in self.history if h["domain"] != ALL]}
+
+
+# -- small pure helpers ----------------------------------------------------------------------------
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _std(values: list[float]) -> float | None:
+    if not values:
+        return None
+    m = sum(values) / len(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
+
+
+def _split(items: list, parts: int) -> list[list]:
+    size, extra = divmod(len(items), parts)
+    out, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        out.append(items[start:end])
+        start = end
+    return out
+
+
+@dataclass
+class Rollout:
+    domain: str
+    row: dict
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    text: str
+    finish_reason: str
+    reward: float = 0.0
+    score: float = 0.0
+    advantage: float = 0.0
+    group: int = 0
+    # filled by the update
+    loss: float | None = None
+    kl: float | None = None
+    entropy: float | None = None
+    clip_frac: float | None = None
+
+
+def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool):
+    """Left-padded prompts | right-padded completions, so every completion starts at one column."""
+    import torch
+
+    width_p = max(len(r.prompt_ids) for r in rollouts)
+    width_c = max(len(r.completion_ids) for r in rollouts)
+    ids = torch.full((len(rollouts), width_p + width_c), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    loss_mask = torch.zeros((len(rollouts), width_c), dtype=torch.float32)
+    for i, r in enumerate(rollouts):
+        ids[i, width_p - len(r.prompt_ids):width_p] = torch.tensor(r.prompt_ids)
+        attn[i, width_p - len(r.prompt_ids):width_p] = 1
+        ids[i, width_p:width_p + len(r.completion_ids)] = torch.tensor(r.completion_ids)
+        attn[i, width_p:width_p + len(r.completion_ids)] = 1
+        if not (mask_truncated and r.finish_reason == "length"):
+            loss_mask[i, :len(r.completion_ids)] = 1.0
+    positions = (attn.cumsum(-1) - 1).clamp(min=0)
+    return ids, attn, positions, loss_mask, width_c
+
+
+def completion_logprobs(model, ids, attn, positions, width_c: int, *, autocast, with_entropy: bool = False):
+    """Log-probs of the completion tokens (and their entropies): logits only for those columns."""
+    import torch
+
+    with autocast():
+        out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=False,
+                    logits_to_keep=width_c + 1)
+    logits = out.logits[:, :-1].float()
+    targets = ids[:, -width_c:]
+    logp_all = logits.log_softmax(-1)
+    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
+# -- the trainer ---------------------------------------------------------------------------------
+
+
+class GRPOTrainer:
+    def __init__(self, config: GRPOConfig, lake: Lake, tracking_uri: str, *, artifact_root: str | None = None,
+                 allow_generate: bool = False, registry=None, progress: bool = True,
+                 log: Callable[[str], None] = print, stop_after: int | None = None):
+        self.config = config
+        self.lake = lake
+        self.tracking_uri = tracking_uri
+        self.artifact_root = artifact_root or str(lake.mlflow_artifacts)
+        self.allow_generate = allow_generate
+        self.registry = registry
+        self.progress = progress
+        self.log = log
+        self.stop_after = stop_after  # for tests: end the process-local loop early, as a kill would
+        self.run_name = config.resolved_run_name()
+        self.run_dir = lake.home / "runs" / self.run_name
+        self.ds_dir = self.run_dir / "deepspeed"
+
+    # -- run state -------------------------------------------------------------------------------
+
+    def _state_path(self) -> Path:
+        return self.run_dir / "state.json"
+
+    def load_state(self) -> dict:
+        path = self._state_path()
+        if not path.exists():
+            return {"run_id": None, "step": 0, "history": [], "checkpoints": [],
+                    "fingerprint": self.config.fingerprint()}
+        state = json.loads(path.read_text())
+        if state.get("fingerprint") != self.config.fingerprint():
+            raise ValueError(
+                f"run {self.run_name!r} exists with a different config (in {self.run_dir}): choose "
+                "another run_name or delete that folder to start over"
+            )
+        return state
+
+    def _save_state(self, state: dict) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._state_path().with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1, default=str))
+        os.replace(tmp, self._state_path())
+
+    # -- main ------------------------------------------------------------------------------------
+
+    def train(self) -> TrainResult:
+        import torch
+
+        from domains import get_registry
+        from training.data import load_training_data
+        from training.engine import build_engine, setup_distributed
+        from training.mixture import DomainMixture
+        from training.policy import load_policy
+        from training.rewards import RewardComposer
+
+        cfg = self.config
+        started = time.perf_counter()
+        state = self.load_state()
+        if state["step"] >= cfg.max_steps and state["checkpoints"]:
+            self.log(f"run {self.run_name} already finished {state['step']} steps: nothing to do")
+            return self._result(state, resumed_from=state["step"], sources=state.get("sources", {}),
+                                seconds=0.0)
+        rank, world = setup_distributed()
+        self.rank, self.world = rank, world
+        registry = self.registry or get_registry()
+        data = load_training_data(cfg.domains, self.lake, registry=registry, allow_generate=self.allow_generate,
+                                  generate_n=cfg.train_samples_per_domain, seed=cfg.seed)
+        for name, source in data.sources.items():
+            if source == "generated" and rank == 0:
+                self.log(f"domain {name}: no train_set in the lake; generated {len(data.rows[name])} "
+                         f"train samples directly from the domain (seed {cfg.seed})")
+        mixture = DomainMixture(data.rows, cfg.mixture, cfg.seed)
+        composer = RewardComposer(cfg, {d: registry.get(d) for d in cfg.domains})
+
+        torch.manual_seed(cfg.seed)
+        model, tokenizer = load_policy(cfg.policy, dtype="float32", home=self.lake.home)
+        self.tokenizer = tokenizer
+        low_precision = cfg.deepspeed.precision == "bf16" or cfg.deepspeed.autocast_bf16
+        ref_model = None
+        if cfg.beta != 0.0:
+            import copy
+
+            ref_model = copy.deepcopy(model).to(torch.bfloat16 if low_precision else torch.float32)
+            ref_model.eval().requires_grad_(False)
+        if cfg.deepspeed.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+        engine = build_engine(model, cfg, world)
+        self.engine = engine
+        start_step = int(state["step"])
+        if start_step > 0:
+            tag = f"step{start_step:06d}"
+            loaded, _ = engine.load_checkpoint(str(self.ds_dir), tag=tag, load_optimizer_states=True,
+                                               load_lr_scheduler_states=True)
+            if loaded is None:
+                raise RuntimeError(f"cannot resume {self.run_name}: DeepSpeed checkpoint {tag} missing in {self.ds_dir}")
+            if rank == 0:
+                self.log(f"resuming run {self.run_name} after step {start_step} (optimizer state restored)")
+        rollout_model = self._rollout_model(engine)
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+        autocast = ((lambda: torch.autocast(device_type, dtype=torch.bfloat16))
+                    if cfg.deepspeed.autocast_bf16 else contextlib.nullcontext)
+
+        tracker = None
+        if rank == 0:
+            from training.tracking import Tracker
+
+            tracker = Tracker(self.tracking_uri, self.artifact_root)
+            run_id = tracker.start(self.run_name, cfg.flat_params(),
+                                   tags={"assay.recipe": cfg.recipe, "assay.domains": ",".join(cfg.domains),
+                                         "assay.policy": cfg.policy},
+                                   resume_run_id=state.get("run_id"))
+            state["run_id"] = run_id
+            state["sources"] = data.sources
+        state["run_id"] = self._broadcast(state.get("run_id"))
+        self._run_id = state["run_id"]
+
+        bar = None
+        if rank == 0 and self.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=cfg.max_steps, initial=start_step, desc=self.run_name, unit="step", dynamic_ncols=True)
+        resumed_from = start_step
+        status = "FAILED"
+        try:
+            for step in range(start_step, cfg.max_steps):
+                if self.stop_after is not None and step - start_step >= self.stop_after:
+                    status = "KILLED"
+                    return self._result(state, resumed_from, data.sources, time.perf_counter() - started)
+                picks = mixture.draw(step, cfg.prompts_per_step * world)
+                mine = picks[rank * cfg.prompts_per_step:(rank + 1) * cfg.prompts_per_step]
+                rows = self._step(step, mine, engine, rollout_model, ref_model, composer, autocast)
+                state["history"].extend(rows)
+                state["step"] = step + 1
+                if tracker is not None:
+                    tracker.log_metrics(step + 1, self._mlflow_metrics(rows))
+                if bar is not None:
+                    overall = next(r for r in rows if r["domain"] == ALL)
+                    bar.set_postfix(reward=f"{overall['reward_mean']:.3f}",
+                                    tok_s=f"{overall['tokens_per_s']:.1f}")
+                    bar.update(1)
+                last = step + 1 == cfg.max_steps
+                if last or (cfg.save_steps and (step + 1) % cfg.save_steps == 0):
+                    self._save(step + 1, engine, state)
+            status = "FINISHED"
+        finally:
+            if bar is not None:
+                bar.close()
+            if tracker is not None:
+                tracker.finish(status if status != "KILLED" else "KILLED")
+        return self._result(state, resumed_from, data.sources, time.perf_counter() - started)
+
+    # -- pieces ----------------------------------------------------------------------------------
+
+    def _broadcast(self, value):
+        import torch.distributed as dist
+
+        if self.world == 1:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def _all_sum(self, values: list[float]) -> list[float]:
+        import torch
+        import torch.distributed as dist
+
+        if self.world == 1:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def _rollout_model(self, engine):
+        """The model rollouts sample from: the policy itself, or a synced low-precision copy."""
+        import copy
+
+        import torch
+
+        cfg = self.config
+        module = engine.module
+        current = next(module.parameters()).dtype
+        wanted = getattr(torch, cfg.rollout_dtype)
+        if wanted == current or cfg.deepspeed.zero_stage == 3:  # ZeRO-3 params live sharded: use hooks
+            return module
+        clone = copy.deepcopy(module).to(wanted)
+        clone.eval().requires_grad_(False)
+        clone.config.use_cache = True
+        if hasattr(clone, "gradient_checkpointing_disable"):
+            clone.gradient_checkpointing_disable()
+        return clone
+
+    def _sync_rollout(self, engine, rollout_model) -> None:
+        import torch
+
+        if rollout_model is engine.module:
+            return
+        with torch.no_grad():
+            for dst, src in zip(rollout_model.parameters(), engine.module.parameters()):
+                dst.copy_(src)
+
+    def _rollouts(self, step: int, picks, engine, rollout_model) -> tuple[list[Rollout], float]:
+        import torch
+
+        from training.generation import SamplingParams, decode_batch
+
+        cfg = self.config
+        tok = self.tokenizer
+        prompt_ids = []
+        for pick in picks:
+            if getattr(tok, "chat_template", None):
+                text = tok.apply_chat_template([{"role": "user", "content": pick.row["prompt"]}],
+                                               tokenize=False, add_generation_prompt=True)
+            else:
+                text = pick.row["prompt"]
+            ids = tok(text, add_special_tokens=False).input_ids
+            prompt_ids.append(ids[-cfg.max_prompt_length:])
+        params = SamplingParams(max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
+                                top_p=cfg.top_p, top_k=cfg.top_k, stop=tuple(cfg.stop), n=cfg.num_generations)
+        generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step * 997 + self.rank)
+        self._sync_rollout(engine, rollout_model)
+        was_training = rollout_model.training
+        rollout_model.eval()
+        begin = time.perf_counter()
+        with torch.inference_mode():
+            decoded = decode_batch(rollout_model, tok, prompt_ids, params, max_batch_size=10 ** 6,
+                                   generator=generator)
+        seconds = time.perf_counter() - begin
+        rollout_model.train(was_training)
+        rollouts = []
+        for group, (pick, per_prompt) in enumerate(zip(picks, decoded)):
+            for row in per_prompt:
+                rollouts.append(Rollout(pick.domain, pick.row, prompt_ids[group], row.completion_ids,
+                                        row.text, row.finish_reason, group=group))
+        return rollouts, seconds
+
+    def _step(self, step: int, picks, engine, rollout_model, ref_model, composer, autocast) -> list[dict]:
+        import torch
+
+        from training.losses import group_advantages, grpo_loss
+
+        cfg = self.config
+        step_start = time.perf_counter()
+        rollouts, gen_seconds = self._rollouts(step, picks, engine, rollout_model)
+        for r in rollouts:
+            scored = composer.score(r.domain, r.text, r.row, len(r.completion_ids))
+            r.reward, r.score = scored.reward, scored.components["score"]
+        rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float64)
+        stats = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards)
+        for r, a in zip(rollouts, stats.advantages.tolist()):
+            r.advantage = a
+        zero_var = stats.zero_variance.tolist()
+        kept = [r for r in rollouts if not (cfg.skip_zero_variance_groups and zero_var[r.group])]
+        counts = self._all_sum([
+            float(len(kept)),
+            float(sum(len(r.completion_ids) if not (cfg.mask_truncated_completions and r.finish_reason == "length")
+                      else 0 for r in kept)),
+        ])
+        global_seqs, global_tokens = counts
+        loss_total = 0.0
+        if global_seqs > 0:
+            loss_total = self._update(kept, engine, ref_model, autocast, global_seqs, global_tokens)
+        seconds = time.perf_counter() - step_start
+        return self._history_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total if global_seqs else None)
+
+    def _update(self, kept: list[Rollout], engine, ref_model, autocast, global_seqs: float, global_tokens: float) -> float:
+        import torch
+
+        from training.losses import grpo_loss
+
+        cfg = self.config
+        gas = cfg.deepspeed.gradient_accumulation_steps
+        pad_id = self.tokenizer.pad_token_id
+        chunks = _split(kept, gas)
+        prepared = []
+        for chunk in chunks:
+            if not chunk:  # this rank has nothing for this micro-batch, but must join the collectives
+                prepared.append(None)
+                continue
+            ids, attn, pos, mask, width_c = build_batch(chunk, pad_id, cfg.mask_truncated_completions)
+            ref = None
+            if ref_model is not None:
+                with torch.inference_mode():
+                    ref, _ = completion_logprobs(ref_model, ids, attn, pos, width_c, autocast=autocast)
+                ref = ref.clone()
+            old = None
+            if cfg.num_iterations > 1:
+                with torch.no_grad():
+                    old, _ = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast)
+            adv = torch.tensor([r.advantage for r in chunk], dtype=torch.float32)
+            prepared.append((chunk, ids, attn, pos, mask, width_c, ref, old, adv))
+        engine.train()
+        total = 0.0
+        scale = gas * self.world  # DeepSpeed divides by gas and averages over ranks
+        for iteration in range(cfg.num_iterations):
+            for item in prepared:
+                if item is None:
+                    dummy = sum(p.sum() for p in engine.module.parameters() if p.requires_grad) * 0.0
+                    engine.backward(dummy)
+                    engine.step()
+                    continue
+                chunk, ids, attn, pos, mask, width_c, ref, old, adv = item
+                logp, entropy = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast,
+                                                    with_entropy=iteration == 0)
+                old_logp = old if old is not None else logp.detach()
+                ref_logp = ref if ref is not None else logp.detach()
+                loss, terms = grpo_loss(logp, old_logp, ref_logp, adv, mask, loss_type=cfg.loss_type,
+                                        beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
+                                        max_completion_length=cfg.max_completion_length,
+                                        num_sequences=global_seqs, num_tokens=global_tokens)
+                engine.backward(loss * scale)
+                engine.step()
+                total += float(loss.detach()) / cfg.num_iterations
+                if iteration == 0:
+                    self._record_terms(chunk, terms, mask, entropy)
+        return total
+
+    @staticmethod
+    def _record_terms(chunk: list[Rollout], terms, mask, entropy) -> None:
+        import torch
+
+        with torch.no_grad():
+            tokens = mask.sum(-1).clamp(min=1.0)
+            per_seq_loss = ((terms.per_token_loss.detach() * mask).sum(-1) / tokens).tolist()
+            per_seq_clip = ((terms.clipped.float() * mask).sum(-1) / tokens).tolist()
+            per_seq_kl = (((terms.per_token_kl.detach() * mask).sum(-1) / tokens).tolist()
+                          if terms.per_token_kl is not None else [None] * len(chunk))
+            per_seq_ent = ((entropy * mask).sum(-1) / tokens).tolist() if entropy is not None else [None] * len(chunk)
+        for i, r in enumerate(chunk):
+            if float(mask[i].sum()) == 0:
+                continue  # masked out (truncated): it took no part in the loss
+            r.loss, r.clip_frac, r.kl, r.entropy = per_seq_loss[i], per_seq_clip[i], per_seq_kl[i], per_seq_ent[i]
+
+    def _history_rows(self, step: int, rollouts: list[Rollout], zero_var: list[bool], seconds: float,
+                      gen_seconds: float, loss_total: float | None) -> list[dict]:
+        created = _now()
+        run_id = getattr(self, "_run_id", None)
+        groups_by_domain: dict[str, set[int]] = {}
+        for r in rollouts:
+            groups_by_domain.setdefault(r.domain, set()).add(r.group)
+        rows = []
+        for domain in [*sorted(groups_by_domain), ALL]:
+            mine = rollouts if domain == ALL else [r for r in rollouts if r.domain == domain]
+            groups = {r.group for r in mine}
+            used = [r for r in mine if r.loss is not None]
+            tokens = sum(len(r.completion_ids) for r in mine)
+            rows.append({
+                "run_id": run_id, "step": step, "domain": domain,
+                "reward_mean": _mean([r.reward for r in mine]),
+                "reward_std": _std([r.reward for r in mine]),
+                "accuracy": _mean([1.0 if r.score >= 1.0 - 1e-9 else 0.0 for r in mine]),
+                "kl": _mean([r.kl for r in used if r.kl is not None]),
+                "loss": (loss_total if domain == ALL else _mean([r.loss for r in used])),
+                "clip_frac": _mean([r.clip_frac for r in used]),
+                "entropy": _mean([r.entropy for r in used if r.entropy is not None]),
+                "zero_var_frac": _mean([1.0 if zero_var[g] else 0.0 for g in groups]),
+                "tokens_per_s": tokens / seconds if seconds > 0 else None,
+                "created_at": created,
+                "generation_s": gen_seconds if domain == ALL else None,
+                "step_s": seconds if domain == ALL else None,
+            })
+        return rows
+
+    @staticmethod
+    def _mlflow_metrics(rows: list[dict]) -> dict[str, float]:
+        metrics = {}
+        for row in rows:
+            for name in METRICS:
+                value = row.get(name)
+                if value is None:
+                    continue
+                metrics[name if row["domain"] == ALL else f"{name}/{row['domain']}"] = value
+            if row["domain"] == ALL:
+                for extra in ("generation_s", "step_s"):
+                    if row.get(extra) is not None:
+                        metrics[extra] = row[extra]
+        return metrics
+
+    def _save(self, step: int, engine, state: dict) -> None:
+        """HF checkpoint (registered), DeepSpeed checkpoint for resume, then the run state."""
+        import torch.distributed as dist
+
+        from training.checkpoints import checkpoint_id, register_checkpoint
+
+        cfg = self.config
+        ckpt = checkpoint_id(self.run_name, step)
+        folder = self.lake.checkpoints_dir / ckpt
+        if cfg.deepspeed.zero_stage == 3:
+            state_dict = engine._zero3_consolidated_16bit_state_dict()  # collective: every rank calls
+        else:
+            state_dict = None
+        if self.rank == 0:
+            staging = folder.parent / f".staging-{ckpt}"
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            module = engine.module
+            module.config.use_cache = True
+            module.save_pretrained(staging, state_dict=state_dict, safe_serialization=True)
+            module.config.use_cache = False
+            self.tokenizer.save_pretrained(staging)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(staging, folder)
+        tag = f"step{step:06d}"
+        engine.save_checkpoint(str(self.ds_dir), tag=tag, client_state={"step": step})
+        if self.world > 1:
+            dist.barrier()
+        if self.rank == 0:
+            for row in state["history"]:
+                row["run_id"] = state["run_id"]
+            record = register_checkpoint(self.lake, self.tracking_uri, checkpoint=ckpt, path=folder,
+                                         run_id=state["run_id"], step=step, recipe=cfg.recipe,
+                                         base_model=cfg.policy, domains=list(cfg.domains),
+                                         artifact_root=self.artifact_root)
+            state["checkpoints"].append({"checkpoint": ckpt, "path": str(folder),
+                                         "mlflow_model_id": record.mlflow_model_id, "step": step})
+            self._save_state(state)
+            self._write_history(state)
+            for old in self.ds_dir.glob("step*"):
+                if old.name != tag and old.is_dir():
+                    shutil.rmtree(old, ignore_errors=True)
+
+    def _write_history(self, state: dict) -> None:
+        import polars as pl
+
+        from quality import lake_tables
+
+        if not state["history"]:
+            return
+        frame = lake_tables.conform(pl.DataFrame(state["history"], infer_schema_length=None),
+                                    lake_tables.TRAINING_HISTORY)
+        self.lake.write_batch(HISTORY_TABLE, {"run": state["run_id"]}, {"part": frame})
+
+    def _result(self, state: dict, resumed_from: int, sources: dict, seconds: float) -> TrainResult:
+        last = state["checkpoints"][-1] if state["checkpoints"] else {"checkpoint": "", "path": ""}
+        history = [{**row, "run_id": state.get("run_id")} for row in state["history"]]
+        return TrainResult(run_name=self.run_name, mlflow_run_id=state.get("run_id") or "",
+                           checkpoint=last["checkpoint"], checkpoint_path=last["path"], history=history,
+                           steps_done=int(state["step"]), resumed_from=resumed_from, data_sources=dict(sources),
+                           seconds=seconds)
+
+
+def train(config: GRPOConfig, lake: Lake, tracking_uri: str | None = None, **options) -> TrainResult:
+    """Train (or resume, or return the finished result of) the run that ``config`` describes."""
+    return GRPOTrainer(config, lake, tracking_uri or lake.mlflow_uri, **options).train()
