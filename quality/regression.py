@@ -139,6 +139,18 @@ def paired_test(baseline_means: np.ndarray, candidate_means: np.ndarray, *, marg
                       test=test, units=units)
 
 
+def standard_error(values: np.ndarray, clusters: np.ndarray | None = None) -> tuple[float, float]:
+    """(SE of the mean of per-item ``values``, t degrees of freedom): the plain SE, or the
+    cluster-robust CR1 SE with G-1 df when ``clusters`` labels the items (None = independent).
+    Used for paired differences here and for single-checkpoint means in sweep summaries."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return float("nan"), 0.0
+    clustered = clusters is not None and len(set(np.asarray(clusters).tolist())) < values.size
+    se, df, _ = _paired_se(values, np.asarray(clusters) if clustered else None)
+    return se, df
+
+
 def _paired_se(d: np.ndarray, clusters: np.ndarray | None) -> tuple[float, float, np.ndarray]:
     """(SE of mean(d), t degrees of freedom, per-unit sums of centred d)."""
     n = d.size

@@ -1,0 +1,124 @@
+"""Sweeps with the real tiny policy (training.policy 'tiny') through the real torch engine."""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from domains import Domain
+from quality.lake import Lake
+from training.sweep import SweepConfig, SweepError, checkpoint_results, pass_at_k, run_sweep, summarize
+
+
+def _domain(name: str, n_items: int = 6, fail_on: set | None = None, clustered: bool = False) -> Domain:
+    def samples(split, n, seed):
+        for i in range(n):
+            meta = {"cluster_id": f"t{i % 3}"} if clustered else {}
+            yield {"id": f"{name}-{split}-{i}", "prompt": f"Say something about {i}.", "answer": str(i),
+                   "metadata": meta}
+
+    def score(completion, sample):
+        if fail_on is not None and sample["id"] in fail_on:
+            fail_on.discard(sample["id"])  # fails once, like a crash mid-sweep
+            raise RuntimeError("scorer crashed")
+        return float(len(completion) % 2 == 0)  # deterministic in the completion text
+
+    return Domain(name=name, owner="t@example.com", description="sweep test domain", samples=samples,
+                  score=score, eval_size=n_items, eval_samples_per_item=2)
+
+
+@pytest.fixture(scope="module")
+def tiny_engine_factory(tiny_source):
+    """The real tiny policy behind the real torch engine, built once (tests/training/conftest.py)."""
+    from training.generation import make_engine
+
+    home = tiny_source.parent.parent  # tiny_source = <home>/models/tiny
+    engine = make_engine("tiny", home=str(home), dtype="float32", max_batch_size=32)
+    calls = []
+
+    def factory():
+        calls.append(1)
+        return engine
+
+    factory.calls = calls
+    return factory
+
+
+CFG = dict(max_new_tokens=8, batch_items=2, progress=False)
+
+
+def test_sweep_writes_results_and_summaries_then_reruns_from_cache(assay_home, tiny_engine_factory):
+    lake = Lake.at(assay_home)
+    domains = [_domain("alpha", clustered=True), _domain("beta", n_items=4)]
+    before = len(tiny_engine_factory.calls)
+    first = run_sweep(lake, "base-tiny", domains, tiny_engine_factory, SweepConfig(**CFG))
+    assert first.model_loaded and len(tiny_engine_factory.calls) == before + 1  # one load, all domains
+    assert first.generated == 6 * 2 + 4 * 2 and first.cached == 0
+    rows = lake.read("results", where={"checkpoint": "base-tiny"})
+    assert rows.height == 20 and set(rows["sample_idx"]) == {0, 1}
+    assert rows.filter(pl.col("domain") == "alpha")["cluster_id"].n_unique() == 3
+    assert rows["tokens"].min() >= 1 and rows["latency_s"].min() > 0
+    summaries = lake.read("sweep_summary").sort("domain")
+    assert summaries["domain"].to_list() == ["alpha", "beta"] and summaries["k"].to_list() == [2, 2]
+    alpha = first.domains[0].summary
+    assert alpha["n"] == 6 and alpha["clusters"] == 3 and 0 <= alpha["mean"] <= 1 and alpha["tokens_per_s"] > 0
+
+    again = run_sweep(lake, "base-tiny", domains, tiny_engine_factory, SweepConfig(**CFG))
+    assert again.generated == 0 and again.cached == 20 and not again.model_loaded
+    assert [d.summary["mean"] for d in again.domains] == [d.summary["mean"] for d in first.domains]
+
+    more = run_sweep(lake, "base-tiny", domains[:1], tiny_engine_factory, SweepConfig(samples=3, **CFG))
+    assert more.generated == 6 and more.cached == 12  # only the third sample of each item
+    assert checkpoint_results(lake, "base-tiny", ["alpha"]).height == 18
+
+
+def test_killed_sweep_resumes_without_redoing_committed_batches(assay_home, tiny_engine_factory):
+    lake = Lake.at(assay_home)
+    domain = _domain("gamma", n_items=6, fail_on={"gamma-eval-4"})
+    with pytest.raises(SweepError, match="gamma-eval-4"):
+        run_sweep(lake, "ck-step000001", [domain], tiny_engine_factory, SweepConfig(**CFG))
+    committed = lake.read("results", where={"checkpoint": "ck-step000001"})
+    assert committed.height == 8  # two batches of 2 items x K=2 committed before the crash
+    resumed = run_sweep(lake, "ck-step000001", [domain], tiny_engine_factory, SweepConfig(**CFG))
+    assert resumed.generated == 4 and resumed.cached == 8
+    assert lake.read("results", where={"checkpoint": "ck-step000001"}).height == 12
+
+
+def test_limit_and_greedy_single_sample(assay_home, tiny_engine_factory):
+    lake = Lake.at(assay_home)
+    result = run_sweep(lake, "base-tiny", [_domain("delta", n_items=6)], tiny_engine_factory,
+                       SweepConfig(samples=1, limit=3, **CFG))
+    assert result.generated == 3 and result.domains[0].summary["k"] == 1
+    assert result.domains[0].summary["pass1"] == pytest.approx(result.domains[0].summary["mean"])
+
+
+def test_pass_at_k_matches_brute_force():
+    for n in range(1, 7):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                passes = [1] * c + [0] * (n - c)
+                brute = np.mean([any(passes[i] for i in combo) for combo in combinations(range(n), k)])
+                assert pass_at_k(n, c, k) == pytest.approx(brute)
+
+
+def test_summarize_uses_cluster_robust_se():
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(60):
+        cluster = i // 10
+        p = 0.2 if cluster % 2 else 0.8  # whole templates are easy or hard
+        for s in range(4):
+            rows.append({"item_id": f"i{i}", "sample_idx": s, "score": float(rng.random() < p),
+                         "cluster_id": f"t{cluster}", "latency_s": 0.1, "tokens": 5})
+    frame = pl.DataFrame(rows)
+    clustered = summarize(frame)
+    independent = summarize(frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("cluster_id")))
+    assert clustered["clusters"] == 6 and independent["clusters"] is None
+    assert clustered["stderr"] > 1.5 * independent["stderr"]
+    assert clustered["ci_low"] < clustered["mean"] < clustered["ci_high"]
+    assert clustered["tokens_per_s"] == pytest.approx(50.0)
+    assert math.isclose(clustered["pass1"], clustered["mean"])
