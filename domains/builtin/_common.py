@@ -1,0 +1,217 @@
+"""Pieces every built-in domain shares: split assignment, stable ids, sample streams and answer
+extraction from free-form completions.
+
+Splits are decided by content, not by seed: an item's *key* (its normalized prompt, or another
+identity the domain chooses) hashes into a bucket, and the bucket fixes the split. The same item
+can therefore never be in both "train" and "eval", whatever seeds are used, which matters most
+for templated data whose item space is small (2-term single-digit sums have ~200 items).
+Within one call a stream also skips repeats, so a split holds each item once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+import unicodedata
+from fractions import Fraction
+from typing import Callable, Iterator
+
+_SPLIT_SALT = "assay-split-v1"
+_WS = re.compile(r"\s+")
+# Sentence punctuation and quotes only: math symbols (+ - * / = < > ^ brackets) make a different item.
+_PUNCT = re.compile(r"[.,;:!?'\"`\u2018\u2019\u201c\u201d]")
+
+
+def normalize_key(text: str) -> str:
+    """What makes two prompts the same item: case, whitespace and punctuation do not count."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return _WS.sub(" ", _PUNCT.sub(" ", text)).strip()
+
+
+def split_of(key: str, eval_share: float) -> str:
+    """The split an item belongs to, from the hash of its normalized key (stable forever)."""
+    digest = hashlib.sha256(f"{_SPLIT_SALT}\x1f{normalize_key(key)}".encode()).digest()
+    bucket = int.from_bytes(digest[:8], "big") / 2**64
+    return "eval" if bucket < eval_share else "train"
+
+
+def item_id(domain: str, key: str) -> str:
+    """Stable id: the same item gets the same id in every run and every seed."""
+    return f"{domain}-{hashlib.sha1(normalize_key(key).encode()).hexdigest()[:16]}"
+
+
+def seeded_rng(*parts: object) -> random.Random:
+    # str seeds are hashed with sha512 by `random`, so this is stable across processes.
+    return random.Random("\x1f".join(map(str, parts)))
+
+
+def int_seed(*parts: object) -> int:
+    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:4], "big") >> 1
+
+
+def stream_split(domain: str, split: str, n: int, seed: int, draws: Iterator[dict], *,
+                 eval_share: float, max_draws: int | None = None) -> Iterator[dict]:
+    """Keep the candidates from ``draws`` that hash into ``split``, each item once, up to ``n``.
+
+    A candidate is ``{"prompt", "answer", "metadata"?, "key"?, "split_key"?}``; ``key`` (default:
+    the prompt) is the item's identity (id, repeats); ``split_key`` (default: ``key``) decides the
+    split, so items about the same fact (a claim and its negation, a question and its reverse)
+    can be kept on one side. ``max_draws`` bounds the work when the item
+    space is smaller than ``n`` (then fewer than ``n`` items come out).
+    """
+    if split not in ("train", "eval"):
+        raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+    limit = max_draws if max_draws is not None else 30 * n + 200
+    seen: set[str] = set()
+    produced = 0
+    for drawn, item in enumerate(draws, start=1):
+        key = normalize_key(item.get("key") or item["prompt"])
+        if key not in seen and split_of(item.get("split_key") or key, eval_share) == split:
+            seen.add(key)
+            produced += 1
+            yield {"id": item_id(domain, key), "prompt": item["prompt"], "answer": item["answer"],
+                   "metadata": item.get("metadata") or {}}
+        if produced >= n or drawn >= limit:
+            return
+
+
+def draws_from(make: Callable[[random.Random], dict], *seed_parts: object) -> Iterator[dict]:
+    rng = seeded_rng(*seed_parts)
+    while True:
+        yield make(rng)
+
+
+# -- answer extraction ------------------------------------------------------------------------
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_ANSWER_LINE = re.compile(r"\banswer\s*(?:is\s*:?|:|=)\s*(.+)", re.I)
+NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
+_FRACTION = re.compile(r"(-?\d+)\s*/\s*(\d+)")
+
+
+def boxed_contents(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}`` (balanced braces), in order."""
+    found = []
+    start = 0
+    while True:
+        i = text.find("\\boxed{", start)
+        if i < 0:
+            return found
+        depth, j = 1, i + len("\\boxed{")
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        if depth:
+            return found
+        found.append(text[i + len("\\boxed{"):j - 1])
+        start = j
+
+
+def final_answer_text(completion: str) -> str | None:
+    """The span a completion marks as its final answer: the last ``\\boxed{}``, else the last
+    ``<answer>...</answer>``, else what follows the last "answer:"/"answer is" on its line."""
+    if not isinstance(completion, str):
+        return None
+    boxed = boxed_contents(completion)
+    if boxed:
+        return boxed[-1].strip()
+    tags = _ANSWER_TAG.findall(completion)
+    if tags:
+        return tags[-1].strip()
+    lines = [m for m in _ANSWER_LINE.finditer(completion)]
+    if lines:
+        return lines[-1].group(1).strip().rstrip(".").strip()
+    return None
+
+
+def parse_number(text: str) -> float | None:
+    """The number a short answer span states: '1,234', '$12.50', '45%', '-3/4', '1e3'."""
+    if not isinstance(text, str):
+        return None
+    cleaned = text.replace("$", "").replace("\u2212", "-").strip()
+    frac = _FRACTION.fullmatch(cleaned.strip().rstrip("."))
+    if frac and int(frac.group(2)) != 0:
+        return float(Fraction(int(frac.group(1)), int(frac.group(2))))
+    match = NUMBER.search(cleaned)
+    if not match:
+        return None
+    try:
+        value = float(match.group(0).replace(",", ""))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def final_number(completion: str) -> float | None:
+    """The number a completion gives as its answer: from its marked final answer if any,
+    otherwise the last number it writes."""
+    if not isinstance(completion, str):
+        return None
+    marked = final_answer_text(completion)
+    if marked is not None:
+        value = parse_number(marked)
+        if value is not None:
+            return value
+    cleaned = completion.replace("\u2212", "-")
+    numbers = NUMBER.findall(cleaned)
+    for raw in reversed(numbers):
+        try:
+            value = float(raw.replace(",", ""))
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            return value
+    return None
+
+
+def numbers_match(predicted: float | None, reference: float, *, rel_tol: float = 0.0,
+                  abs_tol: float = 1e-9) -> bool:
+    if predicted is None:
+        return False
+    return math.isclose(predicted, reference, rel_tol=rel_tol, abs_tol=abs_tol)
+
+
+def score_number(completion: str, reference: str, *, rel_tol: float = 0.0, abs_tol: float = 1e-9) -> float:
+    """1.0 when the completion's final number equals the reference (within tolerance), else 0."""
+    ref = parse_number(reference)
+    if ref is None:
+        return 0.0
+    return 1.0 if numbers_match(final_number(completion), ref, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0
+
+
+def normalize_text_answer(text: str) -> str:
+    return _WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip().strip(".").strip()
+
+
+def answer_candidates(completion: str) -> list[str]:
+    """Spans of a completion that may hold its answer, most explicit first (deduplicated)."""
+    if not isinstance(completion, str):
+        return []
+    out = []
+    marked = final_answer_text(completion)
+    if marked is not None:
+        out.append(marked)
+    stripped = completion.strip()
+    if stripped:
+        out.append(stripped)
+        last_line = stripped.splitlines()[-1].strip()
+        out.append(last_line)
+    seen, unique = set(), []
+    for c in out:
+        if c not in seen:
+            seen.add(c)
+            unique.append(c)
+    return unique
+
+
+def read_json(path) -> object:
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+ANSWER_HINT = "Finish with a line 'Answer: <your answer>'."
+NUMBER_HINT = "Finish with a line 'Answer: <number>'."

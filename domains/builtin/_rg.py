@@ -1,0 +1,204 @@
+"""reasoning-gym plumbing shared by the pack and the domains built from its tasks: drawing
+entries lazily (the package is imported on first use, never when the registry loads) and scoring
+a free-form completion with a task's own verifier without ever raising."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import random
+import re
+import threading
+from functools import lru_cache
+from typing import Callable, Iterator
+
+from domains.builtin._common import answer_candidates, int_seed, normalize_text_answer, stream_split
+
+ANSWER_HINT = "Give your final answer inside <answer></answer> tags."
+PROMPT_SUFFIX = "\n\n" + ANSWER_HINT
+
+# Items whose `answer` is None (several valid answers) carry one valid answer in metadata.
+_REFERENCE_KEYS = ("possible_answer", "example_correct_answer", "example_answer")
+_LOCK = threading.Lock()
+
+
+def _strict_bool_score(answer: str, entry: dict) -> float:
+    # reasoning-gym's game_of_life_halting compares bool(answer) == bool(entry["answer"]) on
+    # strings, so every non-empty text scores 1.0; compare the stated truth value instead.
+    said = normalize_text_answer(answer)
+    return 1.0 if said in ("true", "false") and said == normalize_text_answer(str(entry["answer"])) else 0.0
+
+
+def _puzzle24_score(answer: str, entry: dict) -> float:
+    # reasoning-gym's puzzle24 checks that the expression makes 24 with four numbers in range, not
+    # that they are the four numbers given: "10 + 4 + 3 + 7" would solve every puzzle.
+    given = sorted(int(x) for x in (entry.get("metadata") or {}).get("numbers") or [])
+    used = sorted(int(x) for x in re.findall(r"\b\d+\b", answer or ""))
+    if not given or used != given:
+        return 0.0
+    return float(scoring_dataset("puzzle24").score_answer(answer, entry))
+
+
+SCORE_OVERRIDES: dict[str, Callable[[str, dict], float]] = {
+    "game_of_life_halting": _strict_bool_score,
+    "puzzle24": _puzzle24_score,
+}
+
+
+@lru_cache(maxsize=None)
+def scoring_dataset(task: str, config_json: str = "{}"):
+    import reasoning_gym
+
+    with _LOCK:
+        return reasoning_gym.create_dataset(task, size=1, seed=0, **json.loads(config_json))
+
+
+@contextlib.contextmanager
+def _quiet():
+    # Some generators print progress (the bf compiler prints dots); stdout belongs to the CLI.
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
+
+
+@contextlib.contextmanager
+def _seeded_globals(seed: int):
+    # A few generators (list_functions) draw from the global `random`/numpy state instead of
+    # their seeded Random: seed both per item, then restore, so a seed fixes every item.
+    import numpy as np
+
+    state, np_state = random.getstate(), np.random.get_state()
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+        np.random.set_state(np_state)
+
+
+def _tuples(value):
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+# Metadata fields some verifiers compare as tuples; JSON (and the lake) turns them into lists.
+TUPLE_FIELDS: dict[str, tuple[str, ...]] = {"arc_agi": ("input", "output"), "rearc": ("input", "output")}
+
+
+def json_safe(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+def reference_answer(entry: dict) -> str | None:
+    answer = entry.get("answer")
+    if answer is not None:
+        return str(answer)
+    meta = entry.get("metadata") or {}
+    for key in _REFERENCE_KEYS:
+        if meta.get(key) is not None:
+            value = meta[key]
+            return value if isinstance(value, str) else json.dumps(value)
+    return None
+
+
+def draw_entries(task: str, config: dict, n: int, *seed_parts: object,
+                 prompt_suffix: str = PROMPT_SUFFIX) -> Iterator[dict]:
+    """Endless candidates for ``stream_split`` from one task, in chunks of fresh seeds."""
+    import reasoning_gym
+
+    chunk = 0
+    size = 2 * n + 16
+    while True:
+        with _quiet():
+            ds = reasoning_gym.create_dataset(task, size=size, seed=int_seed("rg", task, *seed_parts, chunk), **config)
+        for i in range(size):
+            with _quiet(), _seeded_globals(int_seed("rg-globals", task, *seed_parts, chunk, i)):
+                entry = ds[i]
+            reference = reference_answer(entry)
+            if reference is None:
+                continue
+            meta = {"task": task, "rg_answer": None if entry.get("answer") is None else str(entry["answer"]),
+                    "rg_metadata": json_safe(entry.get("metadata") or {})}
+            if config:
+                meta["rg_config"] = config
+            yield {"key": entry["question"], "prompt": entry["question"] + prompt_suffix,
+                   "answer": reference, "metadata": meta}
+        chunk += 1
+
+
+def _metadata(sample: dict) -> dict:
+    meta = sample.get("metadata") or {}
+    if isinstance(meta, str):  # rows read back from the lake carry metadata as JSON text
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            meta = {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def score_with_verifier(completion: str, sample: dict, *, task: str | None = None,
+                        prompt_suffix: str = PROMPT_SUFFIX) -> float:
+    """Best verifier score over the spans of ``completion`` that may hold the answer; 0.0 when
+    the verifier raises (malformed text is simply not a correct answer)."""
+    if not isinstance(completion, str) or not completion.strip():
+        return 0.0
+    meta = _metadata(sample)
+    task = task or meta.get("task")
+    if not isinstance(task, str):
+        return 0.0
+    prompt = sample.get("prompt") or ""
+    entry = {
+        "question": prompt[: -len(prompt_suffix)] if prompt_suffix and prompt.endswith(prompt_suffix) else prompt,
+        "answer": meta.get("rg_answer", sample.get("answer")),
+        "metadata": dict(meta.get("rg_metadata") or {}),
+    }
+    for field in TUPLE_FIELDS.get(task, ()):
+        if field in entry["metadata"]:
+            entry["metadata"][field] = _tuples(entry["metadata"][field])
+    scorer = SCORE_OVERRIDES.get(task)
+    if scorer is None:
+        try:
+            scorer = scoring_dataset(task, json.dumps(meta.get("rg_config") or {}, sort_keys=True)).score_answer
+        except Exception:  # noqa: BLE001 - an unknown task or bad config in a row's metadata
+            return 0.0
+    best = 0.0
+    for candidate in answer_candidates(completion):
+        try:
+            value = float(scorer(candidate, entry))
+        except Exception:  # noqa: BLE001
+            continue
+        if value == value:
+            best = max(best, min(1.0, max(0.0, value)))
+        if best >= 1.0:
+            break
+    return best
+
+
+def mixed_samples(domain: str, tasks: dict[str, dict], *, eval_share: float = 0.5):
+    """``samples`` for a domain that interleaves several tasks (name -> difficulty config)."""
+
+    def samples(split: str, n: int, seed: int):
+        streams = [draw_entries(task, config, n, domain, split, seed) for task, config in tasks.items()]
+
+        def interleaved():
+            while True:
+                for stream in streams:
+                    yield next(stream)
+
+        yield from stream_split(domain, split, n, seed, interleaved(), eval_share=eval_share)
+
+    return samples
+
+
+def mixed_score(tasks: dict[str, dict]):
+    """``score`` for a mixed domain: the item's task (from its metadata) verifies it."""
+
+    def score(completion: str, sample: dict) -> float:
+        task = _metadata(sample).get("task")
+        if task not in tasks:
+            return 0.0
+        return score_with_verifier(completion, sample, task=task)
+
+    return score

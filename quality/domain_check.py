@@ -1,0 +1,348 @@
+"""Environment self-test ("verify the verifier"): is a domain's data and scorer trustworthy?
+
+A reward that gives 1.0 to a wrong answer, a generator that changes between runs, or an eval item
+that leaks into training silently ruins every number downstream. :func:`check_domain` runs five
+checks on a small sample of each split and reports each one with a human-readable detail:
+
+- ``reference_scores_1``: every reference answer scores 1.0, both on the sample as generated and
+  after the JSON round trip the lake applies to ``metadata``.
+- ``corruptions_score_less``: corrupted references (a number's leading digit changed, tokens
+  shuffled, text replaced by random letters, truncated, another item's answer, empty) score below
+  1.0. The rule: the empty string fails on every item (unless the reference itself is empty),
+  every item has at least one failing corruption, and at least ``CORRUPTION_FAIL_SHARE`` (75%)
+  of all corruptions fail. A corruption that normalizes to the reference is skipped. The share is
+  not 100% because generic corruptions can legitimately stay correct where an answer space is
+  tiny or admits several correct answers: a shuffled set of assignments ("A=1,B=2"), any valid
+  graph colouring, commuting terms, a rounded decimal under a tolerant verifier.
+- ``deterministic``: the same (split, n, seed) gives the same ids, prompts, answers and metadata.
+- ``splits_disjoint``: no id and no normalized prompt (case, whitespace, punctuation ignored) is
+  in both train and eval.
+- ``fuzz_never_raises``: the scorer returns a number in [0, 1] without raising on random ASCII,
+  random unicode, control characters, unbalanced markup, huge numbers, very long text and the
+  empty string, and no single call takes longer than ``FUZZ_MAX_SECONDS``.
+
+A domain passes when all five pass. ``assay domains check DOMAIN|--all`` prints the results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import re
+import string
+import sys
+import time
+import unicodedata
+from typing import Any, Callable
+
+from domains.base import Domain
+
+CHECK_NAMES = ("reference_scores_1", "corruptions_score_less", "deterministic", "splits_disjoint",
+               "fuzz_never_raises")
+CORRUPTION_FAIL_SHARE = 0.75
+FUZZ_MAX_SECONDS = 5.0
+FUZZ_ITEMS = 3  # samples each fuzz string is scored against
+
+_WS = re.compile(r"\s+")
+# Sentence punctuation and quotes only: math symbols (+ - * / = < > ^ brackets) make a different item.
+_PUNCT = re.compile(r"[.,;:!?'\"`\u2018\u2019\u201c\u201d]")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def normalize_prompt(text: str) -> str:
+    """Case, whitespace and punctuation do not make a different item."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return _WS.sub(" ", _PUNCT.sub(" ", text)).strip()
+
+
+def _result(passed: bool, detail: str) -> dict[str, Any]:
+    return {"passed": bool(passed), "detail": detail}
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _lake_round_trip(sample: dict) -> dict:
+    """The sample as a reader of the lake sees it: metadata stored as JSON text, parsed back."""
+    meta = json.loads(json.dumps(sample.get("metadata") or {}, sort_keys=True, default=str))
+    return {"id": sample["id"], "prompt": sample["prompt"], "answer": sample["answer"], "metadata": meta}
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = repr(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- corruptions ------------------------------------------------------------------------------
+
+def _perturb_numbers(answer: str, rng: random.Random) -> str | None:
+    matches = list(_NUMBER.finditer(answer))
+    if not matches:
+        return None
+    m = matches[rng.randrange(len(matches))]
+    digits = m.group(0)
+    # the leading digit: a change a relative tolerance cannot absorb (>= ~10% of the value)
+    pos = 0
+    new_digit = str((int(digits[pos]) + rng.randint(1, 9)) % 10)
+    changed = digits[:pos] + new_digit + digits[pos + 1:]
+    return answer[: m.start()] + changed + answer[m.end():]
+
+
+def _shuffle_tokens(answer: str, rng: random.Random) -> str | None:
+    tokens = re.split(r"(\s+|,\s*)", answer)
+    words = [t for i, t in enumerate(tokens) if i % 2 == 0]
+    if len(set(words)) >= 2:
+        for _ in range(10):
+            shuffled = words[:]
+            rng.shuffle(shuffled)
+            if shuffled != words:
+                break
+        out = []
+        for i, t in enumerate(tokens):
+            out.append(shuffled[i // 2] if i % 2 == 0 else t)
+        return "".join(out)
+    stripped = answer.strip()
+    return stripped[::-1] if len(set(stripped)) >= 2 else None
+
+
+def _replace_text(answer: str, rng: random.Random) -> str:
+    length = max(3, min(len(answer), 40))
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(length))
+
+
+def _truncate(answer: str, rng: random.Random) -> str | None:
+    stripped = answer.strip()
+    if _NUMBER.fullmatch(stripped.lstrip("-")):
+        return None  # a truncated decimal is a rounding, which tolerant verifiers rightly accept
+    return stripped[: len(stripped) // 2] if len(stripped) >= 2 else None
+
+
+CORRUPTIONS: dict[str, Callable[[str, random.Random], str | None]] = {
+    "perturb_numbers": _perturb_numbers,
+    "shuffle_tokens": _shuffle_tokens,
+    "replace_text": _replace_text,
+    "truncate": _truncate,
+}
+
+
+def corruptions_of(answer: str, others: list[str], rng: random.Random) -> dict[str, str]:
+    """Named corrupted versions of ``answer`` that differ from it after normalization."""
+    ref_norm = normalize_prompt(answer)
+    out: dict[str, str] = {}
+    for name, fn in CORRUPTIONS.items():
+        corrupted = fn(answer, rng)
+        if corrupted is not None and corrupted != answer and normalize_prompt(corrupted) != ref_norm:
+            out[name] = corrupted
+    different = [o for o in others if normalize_prompt(o) != ref_norm]
+    if different:
+        out["other_answer"] = different[rng.randrange(len(different))]
+    return out
+
+
+# -- fuzz -------------------------------------------------------------------------------------
+
+def _random_unicode(rng: random.Random, length: int) -> str:
+    chars = []
+    while len(chars) < length:
+        cp = rng.randrange(0x110000)
+        if 0xD800 <= cp <= 0xDFFF:  # lone surrogates cannot come out of a tokenizer's decode
+            continue
+        chars.append(chr(cp))
+    return "".join(chars)
+
+
+def fuzz_strings(rng: random.Random, reference: str = "") -> list[str]:
+    printable = string.printable
+    texts = [
+        "", " ", "\n\n\t", "\x00", "0", "-0", "NaN", "nan", "inf", "-inf", "1e999", "9" * 5000,
+        "-" * 50, "1/0", "0/0", "None", "null", "true", "[]", "{}", "{\"a\": [1, 2", "[[[[",
+        "\\boxed{", "\\boxed{}", "\\boxed{\\boxed{1}", "<answer>", "<answer></answer>", "</answer><answer>",
+        "Answer:", "answer: answer: answer:", "The answer is", "Answer: " + "(" * 200,
+        "\u202e\u200b\u200d\ufeff", "🙂🙃🧪" * 20, "ﬁ ℌ Ⅻ ① ½ ²", "\u0663\u0664\u0665",
+        "".join(rng.choice(printable) for _ in range(rng.randint(1, 200))),
+        "".join(rng.choice(printable) for _ in range(rng.randint(200, 2000))),
+        _random_unicode(rng, 50), _random_unicode(rng, 500),
+        "a" * 20_000, "1 " * 10_000, ("word " * 20 + "\n") * 200,
+    ]
+    if reference:
+        texts += [reference * 200, " ".join([reference] * 50), reference[::-1], "\x00" + reference]
+    return texts
+
+
+# -- the checks -------------------------------------------------------------------------------
+
+def _score(domain: Domain, completion: str, sample: dict) -> float:
+    return domain.safe_score(completion, sample)
+
+
+def _check_reference(domain: Domain, samples: list[dict]) -> dict:
+    failures = []
+    for sample in samples:
+        for variant, row in (("as generated", sample), ("after lake round trip", _lake_round_trip(sample))):
+            try:
+                value = _score(domain, row["answer"], row)
+            except Exception as exc:  # noqa: BLE001 - the detail names it
+                failures.append(f"{sample['id']} ({variant}) raised {_describe(exc)}")
+                continue
+            if value != 1.0:
+                failures.append(f"{sample['id']} ({variant}) scored {value:.3f}")
+    if failures:
+        return _result(False, f"{len(failures)} reference answers did not score 1.0: " + "; ".join(failures[:3]))
+    return _result(True, f"{len(samples)} reference answers scored 1.0 (as generated and after the lake round trip)")
+
+
+def _check_corruptions(domain: Domain, samples: list[dict], rng: random.Random) -> dict:
+    answers = [s["answer"] for s in samples]
+    empty_survivors, survivors, errors = [], [], []
+    total = failed = 0
+    undistinguished = []
+    for sample in samples:
+        row = _lake_round_trip(sample)
+        item_failed = item_total = 0
+        if sample["answer"].strip():
+            try:
+                if _score(domain, "", row) >= 1.0:
+                    empty_survivors.append(sample["id"])
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"{sample['id']} empty: {_describe(exc)}")
+        for name, corrupted in corruptions_of(sample["answer"], answers, rng).items():
+            try:
+                value = _score(domain, corrupted, row)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"{sample['id']} {name}: {_describe(exc)}")
+                continue
+            total += 1
+            item_total += 1
+            if value < 1.0:
+                failed += 1
+                item_failed += 1
+            else:
+                survivors.append(f"{name} {_short(corrupted)} for {_short(sample['answer'])}")
+        if item_total and not item_failed:
+            undistinguished.append(sample["id"])
+    share = failed / total if total else 0.0
+    problems = []
+    if errors:
+        problems.append(f"scorer raised on {len(errors)} corruptions: " + "; ".join(errors[:2]))
+    if empty_survivors:
+        problems.append(f"the empty answer scored 1.0 on {len(empty_survivors)} items ({empty_survivors[0]})")
+    if undistinguished:
+        problems.append(f"{len(undistinguished)} items scored every corruption 1.0 (e.g. {undistinguished[0]})")
+    if total == 0:
+        problems.append("no corruption differed from its reference")
+    elif share < CORRUPTION_FAIL_SHARE:
+        problems.append(f"only {failed}/{total} corruptions scored < 1.0 (need {CORRUPTION_FAIL_SHARE:.0%}); "
+                        "still correct: " + "; ".join(survivors[:3]))
+    if problems:
+        return _result(False, " | ".join(problems))
+    note = f"; still correct: {survivors[0]}" if survivors else ""
+    return _result(True, f"{failed}/{total} corruptions scored < 1.0 and the empty answer failed everywhere{note}")
+
+
+def _same(a: list[dict], b: list[dict]) -> str | None:
+    if len(a) != len(b):
+        return f"{len(a)} vs {len(b)} samples"
+    for x, y in zip(a, b):
+        for key in ("id", "prompt", "answer", "metadata"):
+            if json.dumps(x[key], sort_keys=True, default=str) != json.dumps(y[key], sort_keys=True, default=str):
+                return f"{key} differs at id {x['id']} vs {y['id']}"
+    return None
+
+
+def _check_disjoint(train: list[dict], evals: list[dict]) -> dict:
+    shared_ids = {s["id"] for s in train} & {s["id"] for s in evals}
+    eval_prompts = {normalize_prompt(s["prompt"]): s["id"] for s in evals}
+    shared_prompts = [(s["id"], eval_prompts[normalize_prompt(s["prompt"])]) for s in train
+                      if normalize_prompt(s["prompt"]) in eval_prompts]
+    if shared_ids or shared_prompts:
+        parts = []
+        if shared_ids:
+            parts.append(f"{len(shared_ids)} ids in both splits (e.g. {sorted(shared_ids)[0]})")
+        if shared_prompts:
+            parts.append(f"{len(shared_prompts)} train prompts equal an eval prompt (e.g. train {shared_prompts[0][0]} = eval {shared_prompts[0][1]})")
+        return _result(False, "; ".join(parts))
+    return _result(True, f"{len(train)} train and {len(evals)} eval samples share no id and no normalized prompt")
+
+
+def _check_fuzz(domain: Domain, samples: list[dict], rng: random.Random) -> dict:
+    problems = []
+    slowest = 0.0
+    calls = 0
+    for sample in samples[:FUZZ_ITEMS]:
+        row = _lake_round_trip(sample)
+        for text in fuzz_strings(rng, sample["answer"]):
+            start = time.perf_counter()
+            try:
+                raw = domain.score(text, row)
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"raised {_describe(exc)} on {_short(text)}")
+                continue
+            finally:
+                elapsed = time.perf_counter() - start
+                slowest = max(slowest, elapsed)
+                calls += 1
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not (0.0 <= raw <= 1.0) or (
+                    isinstance(raw, float) and math.isnan(raw)):
+                problems.append(f"returned {raw!r} (not a float in [0, 1]) on {_short(text)}")
+            elif elapsed > FUZZ_MAX_SECONDS:
+                problems.append(f"took {elapsed:.1f} s on {_short(text)}")
+    if problems:
+        return _result(False, f"{len(problems)} of {calls} fuzz calls failed: " + "; ".join(problems[:3]))
+    return _result(True, f"{calls} fuzz calls returned a score in [0, 1]; slowest {slowest * 1000:.0f} ms")
+
+
+def check_domain(domain: Domain, n: int = 20) -> dict[str, Any]:
+    """Self-test one domain on ``n`` samples per split (capped by its ``eval_size``).
+
+    Returns ``{"domain", "passed", "checks": {name: {"passed", "detail"}}}``; never raises for a
+    broken domain (a generator or scorer that raises becomes a failed check naming the error).
+    """
+    # Domain code may print (some generators do); keep stdout clean for `--json` output.
+    with contextlib.redirect_stdout(sys.stderr):
+        return _check_domain(domain, n)
+
+
+def _check_domain(domain: Domain, n: int) -> dict[str, Any]:
+    n = max(1, min(int(n), domain.eval_size))
+    rng = random.Random(f"domain-check:{domain.name}")
+    checks: dict[str, dict] = {}
+
+    generated: dict[str, list[dict]] = {}
+    gen_errors: dict[str, str] = {}
+    for label, split, seed in (("eval", "eval", 0), ("eval_again", "eval", 0),
+                               ("train", "train", 1), ("train_again", "train", 1)):
+        try:
+            generated[label] = domain.generate(split, n, seed)
+        except Exception as exc:  # noqa: BLE001
+            gen_errors[label] = _describe(exc)
+
+    if gen_errors:
+        detail = "samples raised: " + "; ".join(f"{k}: {v}" for k, v in gen_errors.items())
+        for name in CHECK_NAMES:
+            checks[name] = _result(False, detail)
+        return {"domain": domain.name, "passed": False, "checks": checks}
+
+    evals, train = generated["eval"], generated["train"]
+    if not evals or not train:
+        detail = f"samples yielded {len(evals)} eval and {len(train)} train items for n={n}"
+        for name in CHECK_NAMES:
+            checks[name] = _result(False, detail)
+        return {"domain": domain.name, "passed": False, "checks": checks}
+
+    both = evals + train
+    checks["reference_scores_1"] = _check_reference(domain, both)
+    checks["corruptions_score_less"] = _check_corruptions(domain, both, rng)
+    diffs = [f"{split}: {d}" for split, d in (("eval", _same(evals, generated["eval_again"])),
+                                              ("train", _same(train, generated["train_again"]))) if d]
+    checks["deterministic"] = (_result(False, "two calls with the same seed differ: " + "; ".join(diffs)) if diffs
+                               else _result(True, f"eval (seed 0) and train (seed 1) repeat exactly ({len(both)} samples)"))
+    checks["splits_disjoint"] = _check_disjoint(train, evals)
+    checks["fuzz_never_raises"] = _check_fuzz(domain, both, rng)
+    return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
+
+
+__all__ = ["check_domain", "corruptions_of", "fuzz_strings", "normalize_prompt", "CHECK_NAMES",
+           "CORRUPTION_FAIL_SHARE"]
