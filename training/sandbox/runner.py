@@ -45,6 +45,14 @@ from training.sandbox.result import ExecutionResult
 from training.sandbox.uids import allocator_for
 
 SCRATCH = "/tmp"
+# A hand-made /dev: bwrap's --dev adds a writable, uncapped /dev/shm tmpfs (a way to fill RAM).
+# /dev/shm points into the capped scratch instead, so multiprocessing's semaphores still work.
+DEV_ARGS: tuple[str, ...] = (
+    *(arg for node in ("null", "zero", "full", "random", "urandom") for arg in ("--dev-bind", f"/dev/{node}", f"/dev/{node}")),
+    "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
+    "--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr",
+    "--symlink", SCRATCH, "/dev/shm",
+)
 PROGRAM_NAME = "main.py"
 # bwrap's monitor, outside the namespace, runs as the sandbox uid too.
 OWN_PROCESSES = 1
@@ -159,8 +167,7 @@ class Sandbox:
                 # reaped late by the host's init, and each run leaves a phantom RLIMIT_NPROC charge on
                 # its uid for ~1.7 s and no CPU accounting (both measured here).
                 bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
-                *host_root_binds(), *binds,
-                "--dev", "/dev", "--proc", "/proc",
+                *host_root_binds(), *binds, *DEV_ARGS, "--proc", "/proc",
             )
         elif self.config.allow_unsafe:
             self._mode, self._why_unavailable = "none", problem
@@ -205,7 +212,8 @@ class Sandbox:
                 args += ["--file", str(fd), f"{SCRATCH}/{name}"]
             status_read, status_write = os.pipe2(os.O_CLOEXEC)
             fds += [status_read, status_write]
-            args += ["--json-status-fd", str(status_write), "--", *command]
+            # Last: bwrap's root tmpfs (and the /dev built on it) read-only; only /tmp stays writable.
+            args += ["--remount-ro", "/", "--json-status-fd", str(status_write), "--", *command]
             stdin_fd = _memfd("sandbox-stdin", stdin) if stdin else None
             if stdin_fd is not None:
                 fds.append(stdin_fd)
