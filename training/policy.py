@@ -18,6 +18,7 @@ torch and transformers are imported inside functions: this module is imported by
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -58,19 +59,35 @@ def _publish(staging: Path, final: Path) -> Path:
     return final
 
 
+@contextlib.contextmanager
+def _build_lock(final: Path):
+    """One builder at a time per model (several ranks or workers may ask at once)."""
+    import fcntl
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f".{final.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def ensure_tiny(home: str | os.PathLike | None = None) -> Path:
     final = models_dir(home) / TINY
     if (final / "config.json").exists():
         return final
     from training.tiny_model import build_tiny_policy
 
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = final.parent / f".staging-{TINY}-{uuid.uuid4().hex[:8]}"
-    try:
-        build_tiny_policy(staging)
-        return _publish(staging, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with _build_lock(final):
+        if (final / "config.json").exists():
+            return final
+        staging = final.parent / f".staging-{TINY}-{uuid.uuid4().hex[:8]}"
+        try:
+            build_tiny_policy(staging)
+            return _publish(staging, final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def ensure_smollm2(home: str | os.PathLike | None = None) -> Path:
@@ -92,6 +109,13 @@ def ensure_smollm2(home: str | os.PathLike | None = None) -> Path:
             f"the SmolLM2 GGUF ({SMOLLM2_GGUF}) is not available: {exc}. "
             "Run `python -m domains.shipped_data` (or `make install`) to unpack it."
         ) from exc
+    with _build_lock(final):
+        if (final / "config.json").exists():
+            return final
+        return _convert_smollm2(gguf, final)
+
+
+def _convert_smollm2(gguf: Path, final: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -292,18 +292,10 @@ def _generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], par
 # -- reading sweeps back -------------------------------------------------------------------------
 
 def checkpoint_results(lake: Lake, checkpoint: str, domains: Iterable[str] | None = None) -> pl.DataFrame:
-    """Per-sample rows of a checkpoint's latest sweep per domain (the gen_config of its summary)."""
-    summaries = lake.read("sweep_summary", where={"checkpoint": checkpoint})
-    if summaries.height == 0:
-        return conform(pl.DataFrame(), RESULTS)
-    wanted = set(domains) if domains is not None else None
-    frames = []
-    for row in summaries.iter_rows(named=True):
-        if wanted is not None and row["domain"] not in wanted:
-            continue
-        rows = cached_rows(lake, checkpoint, row["domain"], row["gen_config"])
-        frames.append(rows.filter(pl.col("sample_idx") < row["k"]))
-    return pl.concat(frames) if frames else conform(pl.DataFrame(), RESULTS)
+    """Per-sample rows of a checkpoint's latest sweep per domain (see quality.promotion)."""
+    from quality.promotion import checkpoint_results as read
+
+    return read(lake, checkpoint, domains)
 
 
 # -- MLflow -------------------------------------------------------------------------------------
@@ -353,3 +345,32 @@ def log_sweep_to_mlflow(result: SweepResult, tracking_uri: str, experiment_id: s
         client.set_terminated(run_id, "FAILED")
         raise
     return run_id
+
+
+# -- the one call the CLI, Dagster and the demo make ---------------------------------------------
+
+def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence, *,
+                     config: SweepConfig = SweepConfig(), backend: str = "torch", dtype: str = "bfloat16",
+                     artifact_root: str | None = None, log_mlflow: bool = True,
+                     log: Callable[[str], None] | None = None, **engine_options) -> tuple[SweepResult, str | None]:
+    """Resolve ``ref`` (checkpoint id | champion | latest | base-<recipe>), sweep it on ``domains``
+    with one model load, and log the sweep to MLflow. Returns (result, MLflow run id or None)."""
+    from training.checkpoints import resolve_checkpoint
+
+    record = resolve_checkpoint(ref, lake, tracking_uri)
+
+    def factory():
+        from training.generation import make_engine
+
+        if backend == "torch":
+            return make_engine(record.path, backend, dtype=dtype, home=str(lake.home), **engine_options)
+        return make_engine(record.path, backend, **engine_options)
+
+    result = run_sweep(lake, record.checkpoint, domains, factory, config, log=log)
+    run_id = None
+    if log_mlflow:
+        from training.tracking import Tracker
+
+        experiment_id = Tracker(tracking_uri, artifact_root or str(lake.mlflow_artifacts)).experiment_id()
+        run_id = log_sweep_to_mlflow(result, tracking_uri, experiment_id)
+    return result, run_id

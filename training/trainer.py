@@ -198,7 +198,7 @@ class GRPOTrainer:
         from training.data import load_training_data
         from training.engine import build_engine, setup_distributed
         from training.mixture import DomainMixture
-        from training.policy import load_policy
+        from training.policy import load_policy, policy_path
         from training.rewards import RewardComposer
 
         cfg = self.config
@@ -208,6 +208,9 @@ class GRPOTrainer:
             self.log(f"run {self.run_name} already finished {state['step']} steps: nothing to do")
             return self._result(state, resumed_from=state["step"], sources=state.get("sources", {}),
                                 seconds=0.0)
+        # Build/convert the base model before the process group exists: transformers writes model
+        # files only on rank 0 of an initialised group, which would leave another rank's build empty.
+        policy_path(cfg.policy, self.lake.home)
         rank, world = setup_distributed()
         self.rank, self.world = rank, world
         registry = self.registry or get_registry()

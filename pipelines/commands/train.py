@@ -1,0 +1,92 @@
+"""``assay train``: GRPO on DeepSpeed for a recipe, over one or more domains.
+
+Rows come from the lake's ``train_set`` (gated rows) when a domain has one; otherwise the CLI
+generates the domain's train split directly and says so. Rerunning the same command resumes the
+run from its last checkpoint (a finished run returns its result at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train", help="GRPO-train a policy on domains (DeepSpeed, MLflow-tracked, resumable)",
+        description="Train a policy with GRPO (group-relative advantages, clipped ratio, k3 KL to the "
+                    "frozen reference) through DeepSpeed. Recipes: tiny (the project's tiny Llama, "
+                    "seconds), smollm2 (SmolLM2-135M-Instruct), or a YAML path (keys: see "
+                    "training/config.py). Each run is one MLflow run; checkpoints are HF folders under "
+                    "$ASSAY_HOME/checkpoints registered as MLflow models. Rerun the same command to "
+                    "resume after a kill. Two processes: torchrun --nproc_per_node 2 -m "
+                    "training.run_grpo --recipe ...",
+        epilog="Example: assay train --recipe tiny --domains math_arith_easy --steps 10 --json")
+    parser.add_argument("--recipe", default="tiny", help="tiny | smollm2 | path/to/recipe.yaml (default: tiny)")
+    parser.add_argument("--domains", default=None, help="comma-separated domains (default: the recipe's)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's max_steps)")
+    parser.add_argument("--seed", type=int, default=None, help="seed (default: the recipe's)")
+    parser.add_argument("--run-name", default=None,
+                        help="run name (default: recipe + config hash, so the same command resumes)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_json_flag(parser)
+    parser.set_defaults(handler=run_train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from domains import UnknownDomainError, get_registry
+    from pipelines.settings import open_lake
+    from training.config import RecipeError, load_recipe
+    from training.data import TrainingDataError
+    from training.policy import PolicyError
+
+    if args.steps is not None and args.steps < 1:
+        raise CliError(f"--steps must be >= 1, got {args.steps}")
+    domains = [d.strip() for d in args.domains.split(",") if d.strip()] if args.domains else None
+    try:
+        config = load_recipe(args.recipe, domains=domains, max_steps=args.steps, seed=args.seed,
+                             run_name=args.run_name)
+    except RecipeError as exc:
+        raise CliError(str(exc)) from None
+    registry = get_registry()
+    for name in config.domains:
+        if name not in registry:
+            raise CliError(str(UnknownDomainError(name, registry.names)))
+    if not config.domains:
+        raise CliError("no domains to train on: pass --domains a,b (see `assay domains list`)")
+
+    from training.trainer import train
+
+    notes: list[str] = []
+
+    def log(message: str) -> None:
+        notes.append(message)
+        print(message, file=sys.stderr)
+
+    lake = open_lake()
+    try:
+        result = train(config, lake, allow_generate=True, registry=registry, log=log,
+                       progress=not args.no_progress and not args.json)
+    except (TrainingDataError, PolicyError, UnknownDomainError) as exc:
+        raise CliError(str(exc)) from None
+    payload = result.summary()
+    payload.update({"run_name": result.run_name, "steps": result.steps_done, "resumed_from": result.resumed_from,
+                    "checkpoint_path": result.checkpoint_path, "data_sources": result.data_sources,
+                    "notes": notes, "seconds": round(result.seconds, 1)})
+
+    def human(p: dict) -> str:
+        lines = [*p["notes"], f"run {p['run_name']}: {p['steps']} steps (resumed from step {p['resumed_from']}), "
+                 f"{p['seconds']} s", f"checkpoint {p['checkpoint']} at {p['checkpoint_path']}",
+                 f"MLflow run {p['mlflow_run_id']}"]
+        last: dict[str, dict] = {}
+        for row in p["history"]:
+            last[row["domain"]] = row
+        for domain, row in last.items():
+            kl = "n/a" if row["kl"] is None else f"{row['kl']:.4f}"
+            lines.append(f"  {domain}: step {row['step']} reward {row['reward_mean']:.3f} kl {kl}")
+        return "\n".join(lines)
+
+    emit(args, payload, human)
+    return EXIT_OK
