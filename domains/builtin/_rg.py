@@ -166,7 +166,8 @@ def score_with_verifier(completion: str, sample: dict, *, task: str | None = Non
     best = 0.0
     for candidate in answer_candidates(completion):
         try:
-            value = float(scorer(candidate, entry))
+            with _quiet():  # some verifiers print (tower_of_hanoi prints every invalid move)
+                value = float(scorer(candidate, entry))
         except Exception:  # noqa: BLE001
             continue
         if value == value:
