@@ -122,3 +122,55 @@ def test_summarize_uses_cluster_robust_se():
     assert clustered["ci_low"] < clustered["mean"] < clustered["ci_high"]
     assert clustered["tokens_per_s"] == pytest.approx(50.0)
     assert math.isclose(clustered["pass1"], clustered["mean"])
+
+
+def test_sweep_checkpoint_logs_mlflow_and_promotion_moves_the_alias(tiny_home, monkeypatch):
+    """Real checkpoints (training.checkpoints), real MLflow SQLite store, real alias moves."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from quality.promotion import (apply_promotion, compare_checkpoints, current_champion, decide_promotion)
+    from training.checkpoints import register_checkpoint
+    from training.sweep import sweep_checkpoint
+
+    lake = Lake.at(tiny_home)
+    uri = lake.mlflow_uri
+    # MLflow 3.17's create_model_version(model_id=...) looks the LoggedModel up through the *global*
+    # tracking URI (default: ./mlflow.db in the working directory), not the client's: point it here.
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    copy = tiny_home / "checkpoints" / "copy-step000001"
+    shutil.copytree(tiny_home / "models" / "tiny", copy)
+    register_checkpoint(lake, uri, checkpoint="copy-step000001", path=copy, run_id=None, step=1,
+                        recipe="tiny", base_model="tiny", domains=[])
+    domains = [_domain("alpha"), _domain("beta", n_items=4)]
+    cfg = SweepConfig(**CFG)
+    base, base_run = sweep_checkpoint(lake, uri, "base-tiny", domains, config=cfg, dtype="float32")
+    cand, cand_run = sweep_checkpoint(lake, uri, "latest", domains, config=cfg, dtype="float32")
+    assert base.checkpoint == "base-tiny" and cand.checkpoint == "copy-step000001"
+
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(cand_run)
+    assert run.data.tags["assay.checkpoint"] == "copy-step000001" and run.data.tags.get("assay.model_id")
+    assert run.data.metrics["score/alpha"] == pytest.approx(cand.domains[0].summary["mean"])
+    assert "stderr/beta" in run.data.metrics
+    assert {a.path for a in client.list_artifacts(cand_run, "items")} == {"items/alpha.parquet", "items/beta.parquet"}
+
+    assert current_champion(uri) is None
+    first = decide_promotion("base-tiny", None, {})
+    assert first.promoted and "first champion" in first.reason
+    apply_promotion(lake, uri, first)
+    assert current_champion(uri) == "base-tiny"
+
+    # the same weights with the same seeds: identical completions, no regression -> promoted
+    report = compare_checkpoints(lake, "copy-step000001", "base-tiny", protected=["alpha"])
+    assert {d.domain for d in report.domains} == {"alpha", "beta"}
+    assert all(d.delta == 0 and d.verdict == "ok" for d in report.domains)
+    assert lake.read("regression").height == 2
+    decision = decide_promotion("copy-step000001", current_champion(uri), {"champion": report})
+    assert decision.promoted
+    apply_promotion(lake, uri, decision)
+    assert current_champion(uri) == "copy-step000001"
+    promotions = lake.read("promotions").sort("created_at")
+    assert promotions["candidate"].to_list() == ["base-tiny", "copy-step000001"]
+    assert promotions["previous_champion"].to_list() == [None, "base-tiny"]
