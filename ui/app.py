@@ -18,15 +18,16 @@ import streamlit as st  # noqa: E402
 
 from ui import components, data  # noqa: E402
 
-st.set_page_config(page_title="Assay quality", page_icon="🧪", layout="wide")
+st.set_page_config(page_title="Assay quality", page_icon=":material/science:", layout="wide")
 
 page = st.navigation([
-    st.Page("app_pages/overview.py", title="Overview", icon="🗺️", default=True),
-    st.Page("app_pages/domain.py", title="Domain", icon="🔎", url_path="domain"),
-    st.Page("app_pages/training.py", title="Training", icon="📈", url_path="training"),
-    st.Page("app_pages/regressions.py", title="Regressions", icon="⚖️", url_path="regressions"),
+    st.Page("app_pages/overview.py", title="Overview", icon=":material/grid_view:", default=True),
+    st.Page("app_pages/domain.py", title="Domain", icon=":material/search:", url_path="domain"),
+    st.Page("app_pages/training.py", title="Training", icon=":material/show_chart:", url_path="training"),
+    st.Page("app_pages/regressions.py", title="Regressions", icon=":material/balance:", url_path="regressions"),
 ])
 
-home = data.current_home()
+home = data.current_home()  # ASSAY_HOME and ASSAY_DOMAINS_PATH are read here, once per session
+data.current_domains_path()
 components.sidebar(home)
 page.run()

@@ -87,7 +87,7 @@ def score_trend(trend: pl.DataFrame, champion: str | None) -> alt.Chart:
         .otherwise(pl.lit("checkpoint")).alias("role"))
     order = data["checkpoint"].to_list()
     x = alt.X("checkpoint:N", sort=order, title="checkpoint (oldest → newest)", axis=alt.Axis(labelAngle=-35))
-    band = alt.Chart(_pandas(data)).mark_errorbar(ticks=True).encode(
+    band = alt.Chart(_pandas(data)).mark_errorbar(thickness=2).encode(
         x=x, y=alt.Y("ci_low_pct:Q", title="eval score (%, 95% CI)"), y2="ci_high_pct:Q")
     line = alt.Chart(_pandas(data)).mark_line(point=True).encode(
         x=x, y=alt.Y("score_pct:Q", title="eval score (%, 95% CI)"),
@@ -96,7 +96,7 @@ def score_trend(trend: pl.DataFrame, champion: str | None) -> alt.Chart:
                  alt.Tooltip("ci_high_pct:Q", title="CI high (%)", format=".1f"), "n", "k"])
     star = alt.Chart(_pandas(data.filter(pl.col("role") == "champion"))).mark_point(
         shape="diamond", size=160, filled=True, color="#2ca02c").encode(x=x, y="score_pct:Q")
-    return (band + line + star).properties(height=280, title="Score across checkpoints (◆ = champion)")
+    return (band + line + star).properties(height=280, title="Score across checkpoints (green diamond = champion)")
 
 
 def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:

@@ -15,11 +15,13 @@ from pathlib import Path
 import polars as pl
 import streamlit as st
 
+from domains.registry import DOMAINS_PATH_ENV, get_registry
 from quality.lake import Lake, resolve_home
 from ui import queries as Q
 
 TTL_S = 60
 HOME_KEY = "assay_home"
+DOMAINS_PATH_KEY = "assay_domains_path"
 MLFLOW_UI_ENV = "ASSAY_MLFLOW_UI_URL"  # where `mlflow ui` serves; links point there
 DEFAULT_MLFLOW_UI = "http://localhost:5000"
 
@@ -31,21 +33,25 @@ def current_home() -> str:
     return st.session_state[HOME_KEY]
 
 
+def current_domains_path() -> str | None:
+    """``$ASSAY_DOMAINS_PATH`` (the plugin folders of the registry) as read at app start."""
+    if DOMAINS_PATH_KEY not in st.session_state:
+        st.session_state[DOMAINS_PATH_KEY] = os.environ.get(DOMAINS_PATH_ENV)
+    return st.session_state[DOMAINS_PATH_KEY]
+
+
 def _lake(home: str) -> Lake:
     return Lake(Path(home))  # not Lake.at(): reading must not create folders
 
 
 @st.cache_resource(show_spinner=False)
-def _registry():
-    from domains.registry import get_registry
-
-    return get_registry()
+def _registry(domains_path: str | None):
+    return get_registry(domains_path or "")
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def registry_frame() -> pl.DataFrame:
-    """Owners, tags and protection of every registered domain, plus plugin load errors."""
-    registry = _registry()
+def _registry_frame(domains_path: str | None) -> pl.DataFrame:
+    registry = _registry(domains_path)
     return pl.DataFrame(
         [{"domain": d.name, "owner": d.owner, "tags": list(d.tags), "protected": d.protected,
           "description": d.description} for d in registry],
@@ -53,8 +59,13 @@ def registry_frame() -> pl.DataFrame:
                 "description": pl.Utf8})
 
 
+def registry_frame() -> pl.DataFrame:
+    """Owners, tags and protection of every registered domain (built-ins and plugins)."""
+    return _registry_frame(current_domains_path())
+
+
 def registry_errors() -> list[str]:
-    return [str(e) for e in _registry().errors]
+    return [str(e) for e in _registry(current_domains_path()).errors]
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

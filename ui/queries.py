@@ -121,21 +121,19 @@ def promotion_of(con, candidate: str) -> dict | None:
 
 # -- overview --------------------------------------------------------------------------------
 
-def classify(verdict: str | None, ci_low: float | None) -> str:
-    """Overview colour class: the regression stage's verdict, plus 'improved' when the CI of the
-    delta lies above zero."""
-    if verdict == "regression":
-        return "regressed"
-    if verdict == "warn":
-        return "warn"
-    if ci_low is not None and ci_low > 0:
-        return "improved"
-    return "unchanged"
+def status_expr() -> pl.Expr:
+    """Overview colour class from the ``verdict`` and ``ci_low`` columns: the regression stage's
+    verdict (regression -> regressed, warn -> warn), else 'improved' when the delta's CI lies above
+    zero, else 'unchanged'."""
+    return (pl.when(pl.col("verdict") == "regression").then(pl.lit("regressed"))
+            .when(pl.col("verdict") == "warn").then(pl.lit("warn"))
+            .when(pl.col("ci_low") > 0).then(pl.lit("improved"))
+            .otherwise(pl.lit("unchanged")).alias("status"))
 
 
 def recent_cells(con, recent: int) -> pl.DataFrame:
     """Regression rows of the ``recent`` newest candidates, the newest row per (candidate, domain),
-    with a ``status`` column (see :func:`classify`) and the candidate's order (0 = oldest shown)."""
+    with a ``status`` column (see :func:`status_expr`) and the candidate's order (0 = oldest shown)."""
     if not has_view(con, "regression"):
         return pl.DataFrame()
     frame = _frame(con, """
@@ -149,9 +147,7 @@ def recent_cells(con, recent: int) -> pl.DataFrame:
         FROM regression r JOIN ordered o USING (candidate)
         QUALIFY row_number() OVER (PARTITION BY r.candidate, r.domain ORDER BY r.created_at DESC) = 1""",
                    [int(recent)])
-    return frame.with_columns(
-        pl.struct(["verdict", "ci_low"]).map_elements(
-            lambda s: classify(s["verdict"], s["ci_low"]), return_dtype=pl.Utf8).alias("status"))
+    return frame.with_columns(status_expr())
 
 
 def gate_failures_since(con, since: datetime) -> pl.DataFrame:

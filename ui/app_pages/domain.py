@@ -26,7 +26,7 @@ info = registry.filter(pl.col("domain") == domain) if registry.height else pl.Da
 if info.height:
     row = info.row(0, named=True)
     st.caption(f"Owner **{row['owner']}** · tags {', '.join(row['tags']) or '—'}"
-               f"{' · 🔒 protected' if row['protected'] else ''} · {row['description']}")
+               f"{' · :material/lock: protected' if row['protected'] else ''} · {row['description']}")
 else:
     st.caption("This domain has data in the lake but is not in the registry (no owner known).")
 
@@ -39,7 +39,7 @@ if verdict is None:
     components.empty_state("No regression report covers this domain yet.")
 else:
     cols = st.columns(5)
-    label = {"ok": "✅ ok", "warn": "⚠️ warn", "regression": "🛑 regression"}.get(verdict["verdict"], verdict["verdict"])
+    label = {"ok": "OK", "warn": "WARN", "regression": "REGRESSION"}.get(verdict["verdict"], verdict["verdict"])
     cols[0].metric("Verdict", label)
     cols[1].metric("Δ score", components.pts(verdict["delta"]),
                    help=f"95% CI {components.pts(verdict['ci_low'])} to {components.pts(verdict['ci_high'])}")
@@ -51,7 +51,7 @@ else:
     st.caption(f"**{verdict['candidate']}** vs champion **{verdict['baseline']}** · {verdict['test']} test · "
                f"n = {verdict['n']} items × k = {verdict['k']} samples · CI "
                f"{components.pts(verdict['ci_low'])} to {components.pts(verdict['ci_high'])}"
-               f"{' · 🔒 protected: a regression here blocks promotion' if verdict['protected'] else ''}")
+               f"{' · :material/lock: protected: a regression here blocks promotion' if verdict['protected'] else ''}")
 
 trend = detail["trend"]
 if trend.height:

@@ -32,19 +32,19 @@ cols[2].metric("Warnings", rows.filter(pl.col("verdict") == "warn").height)
 cols[3].metric("Protected regressions", rows.filter((pl.col("verdict") == "regression") & pl.col("protected")).height,
                help="a regression on a protected domain blocks promotion")
 if decision:
-    text = (f"Promotion of **{candidate}**: {'promoted ✅' if decision['promoted'] else 'refused 🛑'} — "
+    text = (f"Promotion of **{candidate}**: {'promoted' if decision['promoted'] else 'refused'} — "
             f"{decision['reason']} ({decision['created_at']})")
     (st.success if decision["promoted"] else st.error)(text)
 else:
     st.caption(f"No promotion decision recorded for {candidate} yet.")
-st.caption(f"Champion now: **{report['champion']}**. 🔒 marks protected domains. Click a column header to sort.")
+st.caption(f"Champion now: **{report['champion']}**. *protected* marks domains whose regression blocks promotion. Click a column header to sort.")
 
 verdicts = st.multiselect("Verdicts", ["regression", "warn", "ok"], default=["regression", "warn", "ok"],
                           key="regressions_verdicts")
 rows = rows.filter(pl.col("verdict").is_in(verdicts))
 owners = registry.select("domain", "owner") if registry.height else pl.DataFrame(schema={"domain": pl.Utf8, "owner": pl.Utf8})
 table = rows.join(owners, on="domain", how="left").with_columns(
-    pl.when(pl.col("protected")).then(pl.lit("🔒 protected")).otherwise(pl.lit("")).alias("protected"),
+    pl.when(pl.col("protected")).then(pl.lit("protected")).otherwise(pl.lit("")).alias("protected"),
     (pl.col("delta") * 100).round(2).alias("Δ (pts)"),
     (pl.col("ci_low") * 100).round(2).alias("CI low (pts)"),
     (pl.col("ci_high") * 100).round(2).alias("CI high (pts)"),

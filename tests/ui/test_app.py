@@ -1,0 +1,135 @@
+"""AppTest of every dashboard page on the fixture lake: no exception, and the headers, metrics,
+charts and numbers a domain owner relies on (checked against the lake read independently)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from quality.lake import Lake
+from tests.ui.conftest import fresh_app
+from ui.queries import PASS_THRESHOLD
+
+PAGES = {
+    "overview": "app_pages/overview.py",
+    "domain": "app_pages/domain.py",
+    "training": "app_pages/training.py",
+    "regressions": "app_pages/regressions.py",
+}
+
+
+def _open(page: str, **query):
+    at = fresh_app()
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    if page != "overview":
+        at.switch_page(PAGES[page]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def _latest_regression(home) -> pl.DataFrame:
+    rows = Lake.at(home).read("regression")
+    newest = rows.sort("created_at")["candidate"][-1]
+    return rows.filter(pl.col("candidate") == newest)
+
+
+def test_overview_counts_match_the_lake(lake_env):
+    at = _open("overview")
+    assert at.title[0].value == "Assay quality overview"
+    at.sidebar.multiselect(key="filter_owners").set_value(["math-team@acme", "safety@acme"]).run()
+    assert not at.exception
+    latest = _latest_regression(lake_env["home"])
+    mine = [d for i, d in enumerate(lake_env["domains"]) if i % 4 in (0, 2)]  # owners of those two
+    latest = latest.filter(pl.col("domain").is_in(mine))
+    metrics = _metrics(at)
+    assert metrics["Domains"] == str(len(mine))
+    assert metrics["Regressed"] == str(latest.filter(pl.col("verdict") == "regression").height)
+    improved = latest.filter((pl.col("verdict") == "ok") & (pl.col("ci_low") > 0)).height
+    assert metrics["Improved"] == str(improved)
+    assert int(metrics["Regressed"]) + int(metrics["Improved"]) + int(metrics["Unchanged"]) == len(mine)
+    assert len(at.get("vega_lite_chart")) == 1  # the heatmap
+    shown = at.dataframe[0].value
+    assert sorted(shown["domain"]) == sorted(mine)
+    assert any("Champion: **" + lake_env["champion"] + "**" in c.value for c in at.caption)
+
+
+def test_overview_search_sort_and_paging(lake_env):
+    at = _open("overview")
+    at.sidebar.multiselect(key="filter_owners").set_value(["math-team@acme", "code-team@acme",
+                                                           "safety@acme", "knowledge@acme"]).run()
+    at.selectbox(key="overview_sort").set_value("name").run()
+    names = list(at.dataframe[0].value["domain"])
+    assert names == sorted(lake_env["domains"])
+    at.text_input(key="overview_search").input("fx_00").run()
+    assert list(at.dataframe[0].value["domain"]) == [d for d in sorted(lake_env["domains"]) if "fx_00" in d]
+    at.text_input(key="overview_search").input("").run()
+    at.selectbox(key="overview_sort").set_value("worst delta first").run()
+    deltas = [d for d in at.dataframe[0].value["Δ (pts)"] if d == d]
+    assert deltas == sorted(deltas)
+    at.sidebar.multiselect(key="filter_tags").set_value(["code"]).run()
+    assert not at.exception
+    assert sorted(at.dataframe[0].value["domain"]) == [d for i, d in enumerate(lake_env["domains"]) if i % 4 == 1]
+
+
+def test_domain_page_shows_verdict_trend_and_lost_items(lake_env):
+    domain = lake_env["domains"][2]
+    at = _open("domain", domain=domain)
+    assert at.selectbox(key="domain_choice").value == domain
+    headers = [h.value for h in at.header]
+    assert headers == ["Latest regression verdict", "Data quality"]
+    row = Lake.at(lake_env["home"]).read("regression").filter(pl.col("domain") == domain) \
+        .sort("created_at").tail(1).row(0, named=True)
+    metrics = _metrics(at)
+    assert metrics["Δ score"] == f"{row['delta'] * 100:+.1f} pts"
+    assert metrics["MDE"] == f"{row['mde'] * 100:.1f} pts"
+    assert metrics["Items lost / gained"] == f"{row['items_lost']} / {row['items_gained']}"
+    # charts: score trend, gate pass rates, quarantine reasons, difficulty histogram
+    assert len(at.get("vega_lite_chart")) == 4
+    at.radio(key="domain_items_show").set_value("all changed").run()
+    assert not at.exception
+    table = next(df.value for df in at.dataframe if "candidate_completion" in df.value.columns)
+    assert set(table["change"]) <= {"lost", "gained"}
+    assert (table["change"] == "lost").sum() == row["items_lost"]
+    lost = table[table["change"] == "lost"]
+    assert (lost["baseline_score"] >= PASS_THRESHOLD).all() and (lost["candidate_score"] < PASS_THRESHOLD).all()
+    assert lost["prompt"].notna().all()  # joined from the eval samples
+
+
+def test_training_page_links_the_mlflow_run(lake_env):
+    at = _open("training")
+    metrics = _metrics(at)
+    assert metrics["Steps"] == "6"
+    assert metrics["Domains"] == "4"
+    assert metrics["Zero-variance groups (last step)"].endswith("%")
+    link = " ".join(m.value for m in at.markdown)
+    assert "synth-grpo" in link and f"/runs/{lake_env['run_id']})" in link
+    assert len(at.get("vega_lite_chart")) == 5  # reward, accuracy, KL, zero-variance, tokens/s
+
+
+def test_regressions_page_marks_protected_domains(lake_env):
+    at = _open("regressions")
+    table = at.dataframe[0].value
+    latest = _latest_regression(lake_env["home"])
+    assert len(table) == latest.height
+    protected = set(latest.filter(pl.col("protected"))["domain"])
+    assert protected and set(table[table["protected"] == "protected"]["domain"]) == protected
+    ranks = table["verdict"].map({"regression": 0, "warn": 1, "ok": 2}).tolist()
+    assert ranks == sorted(ranks)
+    assert _metrics(at)["Regressions"] == str(latest.filter(pl.col("verdict") == "regression").height)
+    at.multiselect(key="regressions_verdicts").set_value(["ok"]).run()
+    assert set(at.dataframe[0].value["verdict"]) == {"ok"}
+    assert len(at.get("vega_lite_chart")) == 1
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_empty_lake_says_what_to_run(empty_env, page):
+    at = _open(page)
+    texts = " ".join(i.value for i in at.info)
+    assert "make demo" in texts, texts
+    assert not (empty_env / "lake").exists()  # reading never creates the lake

@@ -1,0 +1,80 @@
+"""The dashboard's query layer on small lakes written through the real Lake: champion resolution,
+per-page views, classification, filtering and paging."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from quality import lake_tables as T
+from quality.lake import Lake
+from ui import queries as Q
+
+
+def _regression(lake, candidate, baseline, at, rows):
+    frame = T.conform(pl.DataFrame([{"candidate": candidate, "baseline": baseline, "created_at": at, **r}
+                                    for r in rows]), T.REGRESSION)
+    lake.write_batch("regression", {"candidate": candidate, "baseline": baseline}, {"part": frame})
+
+
+def _promotion(lake, decision, candidate, promoted, at):
+    frame = T.conform(pl.DataFrame([{"decision": decision, "candidate": candidate, "promoted": promoted,
+                                     "reason": "test", "created_at": at}]), T.PROMOTIONS)
+    lake.write_batch("promotions", {"decision": decision}, {"part": frame})
+
+
+def test_champion_follows_the_newest_promotion_or_comparison(assay_home):
+    lake = Lake.at(assay_home)
+    con = Q.open_views(lake, ["regression", "promotions"])
+    assert Q.current_champion(con) is None
+    _regression(lake, "c1", "base", "2026-11-01T00:00:00+00:00", [{"domain": "a", "verdict": "ok", "delta": 0.1}])
+    con = Q.open_views(lake, ["regression", "promotions"])
+    assert Q.current_champion(con) == "base"
+    _promotion(lake, "d1", "c1", True, "2026-11-01T00:00:00+00:00")  # same time: the decision follows
+    _promotion(lake, "d2", "c2", False, "2026-11-02T00:00:00+00:00")  # refused: champion unchanged
+    con = Q.open_views(lake, ["regression", "promotions"])
+    assert Q.current_champion(con) == "c1"
+
+
+def test_open_views_reads_only_the_named_partitions(assay_home):
+    lake = Lake.at(assay_home)
+    for domain in ("a", "b"):
+        frame = T.conform(pl.DataFrame([{"checkpoint": "c1", "domain": domain, "mean": 0.5}]), T.SWEEP_SUMMARY)
+        lake.write_batch("sweep_summary", {"checkpoint": "c1", "domain": domain}, {"part": frame})
+    con = Q.open_views(lake, {"sweep_summary": [{"domain": "b"}], "results": None})
+    assert con.sql("SELECT DISTINCT domain FROM sweep_summary").fetchall() == [("b",)]
+    assert not Q.has_view(con, "results")  # absent table: no view, the page shows its empty state
+    with pytest.raises(ValueError, match="unknown lake view 'sweeps'"):
+        Q.open_views(lake, ["sweeps"])
+
+
+@pytest.mark.parametrize("verdict,ci_low,status", [
+    ("regression", -0.2, "regressed"), ("warn", -0.1, "warn"), ("ok", 0.01, "improved"),
+    ("ok", -0.01, "unchanged"), ("ok", None, "unchanged"),
+])
+def test_status(verdict, ci_low, status):
+    frame = pl.DataFrame({"verdict": [verdict], "ci_low": [ci_low]}, schema={"verdict": pl.Utf8, "ci_low": pl.Float64})
+    assert frame.select(Q.status_expr())["status"][0] == status
+
+
+def test_filter_sort_page_handles_hundreds_of_domains():
+    n = 300
+    table = pl.DataFrame({
+        "domain": [f"d{i:03d}" for i in range(n)],
+        "owner": [f"owner{i % 3}" for i in range(n)],
+        "tags": [["math"] if i % 2 else ["code"] for i in range(n)],
+        "status": ["regressed" if i % 50 == 0 else "unchanged" for i in range(n)],
+        "delta": [((i * 37) % 101 - 50) / 1000 for i in range(n)],
+        "gate_failures_24h": [i % 7 for i in range(n)],
+    })
+    rows, page, pages = Q.filter_sort_page(table, Q.OverviewQuery(page=3, page_size=25))
+    assert rows.height == n and pages == 12 and page.height == 25
+    assert page["delta"].to_list() == sorted(table["delta"].to_list())[50:75]
+    rows, page, pages = Q.filter_sort_page(table, Q.OverviewQuery(owners=("owner1",), tags=("math",),
+                                                                   search="d1", sort="name", page=99))
+    assert pages == 1 and page["domain"].to_list() == rows["domain"].to_list()  # past the end: last page
+    assert all(d.startswith("d1") and int(d[1:]) % 3 == 1 and int(d[1:]) % 2 for d in rows["domain"])
+    rows, _, _ = Q.filter_sort_page(table, Q.OverviewQuery(sort="regressions first"))
+    assert rows["status"][:6].to_list() == ["regressed"] * 6
+    with pytest.raises(ValueError, match="sort 'fastest'"):
+        Q.OverviewQuery(sort="fastest")
