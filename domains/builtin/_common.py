@@ -89,6 +89,7 @@ _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 _ANSWER_LINE = re.compile(r"\banswer\s*(?:is\s*:?|:|=)\s*(.+)", re.I)
 NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
 _FRACTION = re.compile(r"(-?\d+)\s*/\s*(\d+)")
+_LATEX_FRAC = re.compile(r"\\[dt]?frac\{\s*(-?\d+)\s*\}\{\s*(\d+)\s*\}")
 
 
 def boxed_contents(text: str) -> list[str]:
@@ -131,6 +132,7 @@ def parse_number(text: str) -> float | None:
     if not isinstance(text, str):
         return None
     cleaned = text.replace("$", "").replace("\u2212", "-").strip()
+    cleaned = _LATEX_FRAC.sub(r"\1/\2", cleaned)
     frac = _FRACTION.fullmatch(cleaned.strip().rstrip("."))
     if frac and int(frac.group(2)) != 0:
         return float(Fraction(int(frac.group(1)), int(frac.group(2))))
