@@ -1,0 +1,114 @@
+"""Recipes parse and validate; rewards route to each sample's own domain; the mixture is seeded."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from domains import Domain
+from training.config import RECIPES_DIR, GRPOConfig, RecipeError, load_recipe, parse_config
+from training.mixture import DomainMixture, mixture_probabilities
+from training.rewards import RewardComposer, resolve_reward_spec
+
+
+@pytest.mark.parametrize("name", ["tiny", "smollm2"])
+def test_shipped_recipes_parse(name):
+    cfg = load_recipe(name)
+    assert cfg.recipe == name and cfg.policy == name and cfg.domains
+    assert cfg.resolved_run_name().startswith(f"{name}-")
+    params = cfg.flat_params()
+    assert params["deepspeed.zero_stage"] == str(cfg.deepspeed.zero_stage)
+    assert params["beta"] == str(cfg.beta) and params["run_name"] == cfg.resolved_run_name()
+
+
+def test_overrides_and_fingerprint():
+    a = load_recipe("tiny", max_steps=3, domains=["x"])
+    b = load_recipe("tiny", max_steps=4, domains=["x"])
+    assert a.max_steps == 3 and a.domains == ["x"]
+    assert a.resolved_run_name() != b.resolved_run_name()
+    assert load_recipe("tiny", max_steps=3, domains=["x"]).resolved_run_name() == a.resolved_run_name()
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"num_generations": 1}, "num_generations"),
+    ({"loss_type": "ppo"}, "loss_type"),
+    ({"scale_rewards": "median"}, "scale_rewards"),
+    ({"epsilon": 0.2, "epsilon_high": 0.1}, "epsilon_high"),
+    ({"reward_weights": {"score": 1.0, "style": 1.0}}, "unknown reward components"),
+    ({"reward_weights": {"score": 0.0}}, "all 0"),
+    ({"reward_weights": {"score": 1.0, "format": 0.5}}, "needs a format_pattern"),
+    ({"rewards": {"domains": {"a": {"reward_weights": {"length": 1.0}}}}}, "rewards.domains.a: reward weight 'length'"),
+    ({"deepspeed": {"zero_stage": 4}}, "deepspeed.zero_stage"),
+    ({"deepspeed": {"precision": "fp16"}}, "deepspeed.precision"),
+    ({"mixture": {"strategy": "weights"}}, "needs mixture.weights"),
+    ({"beta_kl": 0.1}, "beta_kl"),
+])
+def test_bad_configs_fail_at_parse_time_with_the_field(data, message):
+    with pytest.raises(RecipeError, match=message.replace(".", r"\.").replace("'", "'")):
+        parse_config(data, "test")
+
+
+def test_recipe_files_and_unknown_names(tmp_path):
+    with pytest.raises(RecipeError, match="unknown recipe 'huge'"):
+        load_recipe("huge")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("max_steps: -1\n")
+    with pytest.raises(RecipeError, match="max_steps"):
+        load_recipe(str(bad))
+    assert {p.stem for p in RECIPES_DIR.glob("*.yaml")} >= {"tiny", "smollm2"}
+
+
+def _domain(name, score):
+    return Domain(name=name, owner="t", description="d", samples=lambda s, n, seed: [], score=score)
+
+
+def test_rewards_route_by_domain_and_compose_components():
+    cfg = parse_config({
+        "reward_weights": {"score": 1.0},
+        "rewards": {"length_target": 4, "domains": {
+            "b": {"reward_weights": {"score": 2.0, "format": 0.5, "length": 1.0}, "format_pattern": r"^\d+$"}}},
+    })
+    composer = RewardComposer(cfg, {"a": _domain("a", lambda c, s: 1.0 if c == s["answer"] else 0.0),
+                                    "b": _domain("b", lambda c, s: 0.25)})
+    assert composer.score("a", "7", {"answer": "7"}, 1).reward == 1.0
+    assert composer.score("a", "8", {"answer": "7"}, 1).reward == 0.0
+    scored = composer.score("b", "123", {"answer": "7"}, 8)  # 2*0.25 + 0.5*1 + 1*(-(8-4)/4)
+    assert scored.components == {"score": 0.25, "format": 1.0, "length": -1.0}
+    assert abs(scored.reward - (0.5 + 0.5 - 1.0)) < 1e-12
+    assert resolve_reward_spec(cfg, "a").weights == {"score": 1.0}
+
+
+def test_scores_are_clamped_and_broken_scorers_raise():
+    composer = RewardComposer(GRPOConfig(), {"a": _domain("a", lambda c, s: 7.0),
+                                             "b": _domain("b", lambda c, s: "yes")})
+    assert composer.score("a", "x", {}, 1).reward == 1.0
+    with pytest.raises(ValueError, match="score returned 'yes'"):
+        composer.score("b", "x", {}, 1)
+
+
+def test_mixture_probabilities():
+    from training.config import MixtureConfig
+
+    sizes = {"a": 100, "b": 25}
+    assert mixture_probabilities(sizes, MixtureConfig(temperature=1.0)) == {"a": 0.8, "b": 0.2}
+    flat = mixture_probabilities(sizes, MixtureConfig(temperature=2.0))
+    assert abs(flat["a"] - 10 / 15) < 1e-12
+    assert mixture_probabilities(sizes, MixtureConfig(strategy="uniform")) == {"a": 0.5, "b": 0.5}
+    assert mixture_probabilities(sizes, MixtureConfig(strategy="weights", weights={"a": 1, "b": 3}))["b"] == 0.75
+    with pytest.raises(ValueError, match="no weight for b"):
+        mixture_probabilities(sizes, MixtureConfig(strategy="weights", weights={"a": 1}))
+
+
+def test_mixture_draws_are_a_pure_function_of_seed_and_step():
+    from training.config import MixtureConfig
+
+    rows = {"a": [{"id": f"a{i}"} for i in range(30)], "b": [{"id": f"b{i}"} for i in range(10)]}
+    first = DomainMixture(rows, MixtureConfig(temperature=1.0), seed=3)
+    picks = [first.draw(s, 4) for s in range(20)]
+    fresh = DomainMixture(rows, MixtureConfig(temperature=1.0), seed=3)
+    assert [p.row["id"] for p in fresh.draw(13, 4)] == [p.row["id"] for p in picks[13]]  # resume
+    counts = Counter(p.domain for step in picks for p in step)
+    assert 0.6 < counts["a"] / 80 < 0.9  # p(a) = 0.75
+    ids_a = [p.row["id"] for step in picks for p in step if p.domain == "a"][:30]
+    assert len(set(ids_a)) == len(ids_a)  # no repeats within an epoch

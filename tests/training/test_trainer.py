@@ -1,0 +1,130 @@
+"""GRPO on the tiny policy: it learns a dense toy reward, tracks everything, and resumes exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from domains import Domain
+from domains.registry import Registry
+from pipelines.settings import open_lake
+from training.config import load_recipe
+
+
+def _toy_samples(split, n, seed):
+    for i in range(n):
+        yield {"id": f"toy-{split}-{seed}-{i}", "prompt": f"Write digits {i}:", "answer": "0"}
+
+
+def _digit_share(completion: str, sample: dict) -> float:
+    """Dense reward: the share of characters that are digits (a random model writes few)."""
+    text = completion.strip()
+    return sum(c.isdigit() for c in text) / len(text) if text else 0.0
+
+
+@pytest.fixture
+def toy_registry() -> Registry:
+    registry = Registry()
+    registry.add_module(type("M", (), {"DOMAIN": Domain(
+        name="toy_digits", owner="tests", description="dense toy reward", samples=_toy_samples,
+        score=_digit_share)}), "test")
+    return registry
+
+
+def _train(config, registry, **options):
+    from training.trainer import train
+
+    return train(config, open_lake(), allow_generate=True, registry=registry, progress=False,
+                 log=lambda m: None, **options)
+
+
+def test_tiny_recipe_learns_the_toy_domain_and_tracks_it(tiny_home, toy_registry):
+    config = load_recipe("tiny", domains=["toy_digits"], max_steps=30, run_name="learn")
+    result = _train(config, toy_registry)
+    rewards = [h["reward_mean"] for h in result.history if h["domain"] == "toy_digits"]
+    assert len(rewards) == 30
+    first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
+    assert last > first + 0.15 and last > 2 * first, f"reward did not rise: {first:.3f} -> {last:.3f}"
+    overall = [h for h in result.history if h["domain"] == "_all"]
+    assert all(h["kl"] is None or h["kl"] >= 0 for h in overall)
+    assert max(h["kl"] or 0 for h in overall) > 0  # the policy moved away from the reference
+
+    # MLflow: one run with the resolved config as params and per-domain step metrics.
+    from mlflow.tracking import MlflowClient
+
+    lake = open_lake()
+    client = MlflowClient(tracking_uri=lake.mlflow_uri)
+    run = client.get_run(result.mlflow_run_id)
+    assert run.data.params["beta"] == str(config.beta) and run.data.params["loss_type"] == "grpo"
+    assert run.info.status == "FINISHED"
+    series = client.get_metric_history(result.mlflow_run_id, "reward_mean/toy_digits")
+    assert [m.step for m in series] == list(range(1, 31))
+    for name in ("kl", "loss", "clip_frac", "entropy", "zero_var_frac", "tokens_per_s", "accuracy", "reward_std"):
+        assert client.get_metric_history(result.mlflow_run_id, f"{name}/toy_digits") or name == "kl"
+
+    # Lake: training_history (per step and domain) and the checkpoint row; the HF folder loads.
+    history = lake.read("training_history")
+    assert set(history["domain"].unique()) == {"toy_digits", "_all"} and history.height == 60
+    assert history["run_id"].unique().to_list() == [result.mlflow_run_id]
+    ckpt = lake.read("checkpoints")
+    assert ckpt["checkpoint"].to_list() == ["learn-step000030"] == [result.checkpoint]
+    meta = json.loads((lake.checkpoints_dir / result.checkpoint / "assay_checkpoint.json").read_text())
+    assert meta["run_id"] == result.mlflow_run_id and meta["step"] == 30 and meta["domains"] == ["toy_digits"]
+    models = client.search_logged_models([run.info.experiment_id])
+    assert [m.name for m in models] == [result.checkpoint]
+    assert models[0].source_run_id == result.mlflow_run_id and models[0].tags["assay.checkpoint"] == result.checkpoint
+    versions = client.search_model_versions("name='assay-policy'")
+    assert [v.tags["checkpoint"] for v in versions] == [result.checkpoint]
+
+    from training.generation import SamplingParams, make_engine
+
+    engine = make_engine(result.checkpoint, dtype="float32")
+    out = engine.generate(["Write digits 3:"], SamplingParams(max_new_tokens=8, temperature=1.0, n=8, seed=0))
+    assert sum(_digit_share(g.text, {}) for g in out[0]) / 8 > first
+
+
+def _weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+def test_resume_after_stop_reproduces_the_uninterrupted_run(tiny_home, toy_registry):
+    import torch
+
+    base = dict(domains=["toy_digits"], max_steps=4, save_steps=2)
+    straight = _train(load_recipe("tiny", run_name="straight", **base), toy_registry)
+    assert straight.resumed_from == 0 and straight.steps_done == 4
+
+    interrupted_cfg = load_recipe("tiny", run_name="interrupted", **base)
+    cut = _train(interrupted_cfg, toy_registry, stop_after=3)  # dies after step 3; last save: step 2
+    assert cut.steps_done == 3
+    resumed = _train(interrupted_cfg, toy_registry)
+    assert resumed.resumed_from == 2 and resumed.steps_done == 4
+    assert [h["step"] for h in resumed.history if h["domain"] == "_all"] == [1, 2, 3, 4]
+    a = _weights(open_lake().checkpoints_dir / straight.checkpoint)
+    b = _weights(open_lake().checkpoints_dir / resumed.checkpoint)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), "resumed weights differ: optimizer state was not restored"
+    rewards = lambda r: [h["reward_mean"] for h in r.history if h["domain"] == "_all"]  # noqa: E731
+    assert rewards(straight) == rewards(resumed)
+
+    again = _train(interrupted_cfg, toy_registry)  # finished: nothing left to do
+    assert again.steps_done == 4 and again.checkpoint == resumed.checkpoint and again.resumed_from == 4
+
+
+def test_zero_variance_groups_are_counted_and_skipped(tiny_home):
+    registry = Registry()
+    registry.add_module(type("M", (), {"DOMAIN": Domain(
+        name="flat", owner="t", description="constant reward", samples=_toy_samples,
+        score=lambda c, s: 0.5)}), "test")
+    result = _train(load_recipe("tiny", domains=["flat"], max_steps=2, run_name="flat"), registry)
+    for row in result.history:
+        assert row["zero_var_frac"] == 1.0 and row["loss"] is None and row["kl"] is None
+
+
+def test_a_changed_config_under_the_same_run_name_is_refused(tiny_home, toy_registry):
+    _train(load_recipe("tiny", domains=["toy_digits"], max_steps=1, run_name="same"), toy_registry)
+    with pytest.raises(ValueError, match="different config"):
+        _train(load_recipe("tiny", domains=["toy_digits"], max_steps=1, seed=5, run_name="same"), toy_registry)
