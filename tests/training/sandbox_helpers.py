@@ -1,0 +1,42 @@
+"""Shared pieces of the sandbox tests: skip reasons, and scanning the host's processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+HAS_BWRAP = shutil.which("bwrap") is not None
+IS_ROOT = os.geteuid() == 0
+
+needs_bwrap = pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed (`make install` installs it as root)")
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="uid switching (and RLIMIT_NPROC per uid) needs root")
+
+
+def pids_with_cmdline(marker: str) -> list[int]:
+    """Host processes whose command line contains ``marker`` (zombies have none and do not count)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def pids_of_uid(uid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
