@@ -15,7 +15,8 @@ checks on a small sample of each split and reports each one with a human-readabl
   tiny or admits several correct answers: a shuffled set of assignments ("A=1,B=2"), any valid
   graph colouring, commuting terms, a rounded decimal under a tolerant verifier.
 - ``deterministic``: the same (split, n, seed) gives the same ids, prompts, answers and metadata.
-- ``splits_disjoint``: no id and no normalized prompt (case, whitespace, punctuation ignored) is
+- ``splits_disjoint``: no id and no normalized prompt (case, whitespace, sentence punctuation
+  ignored; math symbols kept, so "0 + 1" and "0 - 1" stay different items) is
   in both train and eval.
 - ``fuzz_never_raises``: the scorer returns a number in [0, 1] without raising on random ASCII,
   random unicode, control characters, unbalanced markup, huge numbers, very long text and the

@@ -10,7 +10,7 @@ from domains import load_registry
 from domains.builtin import reasoning_gym_pack as pack
 from quality.domain_check import check_domain
 
-SPOT_CHECK = ("rg_chain_sum", "rg_codeio", "rg_list_functions", "rg_graph_color",
+SPOT_CHECK = ("rg_chain_sum", "rg_list_functions", "rg_graph_color",
               "rg_propositional_logic", "rg_tower_of_hanoi")
 
 
