@@ -15,8 +15,16 @@ holds ``task_id``, ``entry_point``, ``test`` (the problem's ``check`` function) 
 Scoring: code is taken from the completion's fenced block when it has one (the block defining the
 entry point, else the first Python or unlabelled block). The program run is HumanEval's prompt,
 then the code (a body continuing the prompt, or a whole ``def`` that replaces the stub), then the
-tests and ``check(entry_point)``. Exit 0 within the limits scores 1.0; anything else 0.0. A
-sandbox that cannot run at all raises (no isolation means no score, never a silent 0.0).
+tests and ``check(entry_point)``. It scores 1.0 only when the tests *finished*: a small harness
+runs the program with ``exec`` and then prints a per-run random nonce it read from stdin (stdin is
+closed before the solution runs), so a completion that exits early with status 0 (``sys.exit(0)``,
+``os._exit(0)``, ``exit()``: a known reward hack) scores 0.0. Anything else (a failed assertion,
+an exception, a timeout, the memory limit) scores 0.0 too. A sandbox that cannot run at all raises
+(no isolation means no score, never a silent 0.0).
+
+Known limit, shared with HumanEval's own harness: code in the same process can still defeat
+``assert candidate(x) == y`` with an object whose ``__eq__`` always returns True, or by digging the
+nonce out of the harness's frame. Sampled reward-hacking audits should look for both.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import importlib.util
 import json
 import random
 import re
+import secrets
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -120,23 +129,62 @@ def build_program(completion: str, sample: dict) -> str:
     return f"{meta['code_prompt']}{joiner}{code}\n\n{meta['test']}\n\ncheck({entry_point})\n"
 
 
-def score(completion: str, sample: dict) -> float:
-    from training.sandbox import run_program
+# Runs solution.py and proves it ran to the end by printing the nonce it got on stdin.
+HARNESS = """\
+import os, sys
 
-    result = run_program(build_program(completion, sample), limits=scoring_limits())
-    return 1.0 if result.status == "ok" else 0.0
+
+def _finish():
+    nonce = sys.stdin.readline().strip()
+    sys.stdin.close()
+    os.close(0)  # /proc/self/fd/0 could otherwise be reopened and read from the start
+    with open("solution.py", "rb") as handle:
+        source = handle.read()
+    os.unlink("solution.py")
+    exec(compile(source, "solution.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    return nonce
+
+
+_done = _finish()
+sys.stdout.flush()
+sys.stdout.write("\\n" + _done + "\\n")
+"""
+
+
+def _request(completion: str, sample: dict):
+    """The sandbox request for one completion, and the nonce that proves its tests finished."""
+    from training.sandbox import ExecutionRequest
+
+    nonce = secrets.token_hex(16)
+    request = ExecutionRequest(source=HARNESS, stdin=nonce + "\n", limits=scoring_limits(),
+                               files={"solution.py": build_program(completion, sample)})
+    return request, nonce
+
+
+def _passed(result, nonce: str) -> float:
+    lines = result.stdout.rstrip("\n").rsplit("\n", 1)
+    return 1.0 if result.status == "ok" and lines[-1] == nonce else 0.0
+
+
+def score(completion: str, sample: dict) -> float:
+    from training.sandbox import default_sandbox
+
+    request, nonce = _request(completion, sample)
+    result = default_sandbox().run_program(request.source, stdin=request.stdin, files=request.files,
+                                           limits=request.limits)
+    return _passed(result, nonce)
 
 
 def score_many(completions: Sequence[str], samples_: Sequence[dict], workers: int | None = None) -> list[float]:
     """``score`` for a batch, run in parallel in a :class:`~training.sandbox.SandboxPool`."""
-    from training.sandbox import ExecutionRequest, SandboxPool
+    from training.sandbox import SandboxPool
 
     if len(completions) != len(samples_):
         raise ValueError(f"score_many got {len(completions)} completions for {len(samples_)} samples")
-    limits = scoring_limits()
-    requests = [ExecutionRequest(source=build_program(c, s), limits=limits) for c, s in zip(completions, samples_)]
+    pairs = [_request(c, s) for c, s in zip(completions, samples_)]
     with SandboxPool(workers=workers) as pool:
-        return [1.0 if r.status == "ok" else 0.0 for r in pool.run_many(requests)]
+        results = pool.run_many([request for request, _ in pairs])
+    return [_passed(result, nonce) for result, (_, nonce) in zip(results, pairs)]
 
 
 DOMAIN = Domain(
