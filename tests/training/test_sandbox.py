@@ -107,6 +107,28 @@ def test_result_contract_has_exactly_five_keys():
     assert set(run_program("print(1)", limits=FAST).to_dict()) == {"status", "returncode", "stdout", "stderr", "duration_s"}
 
 
+@needs_root
+def test_fork_exec_fallback_enforces_the_same_limits():
+    # Without util-linux's prlimit/setpriv the uid and limits are set between fork and exec.
+    sandbox = Sandbox(SandboxConfig(exec_chain=False))
+    program = """
+import os, resource
+kids = 0
+for _ in range(50):
+    try:
+        if os.fork() == 0:
+            import time; time.sleep(1); os._exit(0)
+        kids += 1
+    except OSError:
+        break
+print(os.getuid(), kids, resource.getrlimit(resource.RLIMIT_AS)[0] >> 20)
+"""
+    result = sandbox.run_program(program, limits=FAST.replace(nproc=5))
+    uid, kids, memory_mb = map(int, result.stdout.split())
+    assert result.status == "ok" and uid >= 1000 and kids == 4 and memory_mb == 256, result
+    assert sandbox.run_program("x = bytearray(1 << 30)", limits=FAST).status == "memory"
+
+
 # -- refusal without isolation, and the unsafe opt-in ---------------------------------------------
 
 def test_refuses_without_isolation():

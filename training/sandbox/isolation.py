@@ -44,12 +44,15 @@ class SandboxConfig:
       readable by an unprivileged uid: a root-only pyenv build is not).
     - ``uid_base``: first of the numeric uids runs switch to (root only; no passwd entry needed).
     - ``allow_unsafe``: run without isolation when none is available (``ASSAY_UNSAFE_LOCAL_EXEC=1``).
+    - ``exec_chain``: start runs through util-linux ``prlimit``/``setpriv`` when present (fast from
+      a large parent process); False sets limits and uid between fork and exec instead.
     """
 
     bwrap: str | None = None
     interpreter: str | None = None
     uid_base: int = DEFAULT_UID_BASE
     allow_unsafe: bool = False
+    exec_chain: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "SandboxConfig":
