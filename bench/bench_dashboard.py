@@ -41,10 +41,12 @@ def fast_overview(home: Path) -> int:
     from ui import queries as Q
 
     lake = Lake(home)
-    con = Q.open_views(lake, ["regression", "promotions", "gate_results"])
+    since = Q.last_day(datetime.now(timezone.utc))
+    con = Q.open_views(lake, ["regression", "promotions", "gate_results"],
+                       modified_since={"gate_results": since.timestamp() - 120})
     cells = Q.recent_cells(con, 20)
     Q.current_champion(con)
-    failures = Q.gate_failures_since(con, Q.last_day(datetime.now(timezone.utc)))
+    failures = Q.gate_failures_since(con, since)
     con.close()
     import polars as pl
 
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
         fast_s, fast_cells = timed(fast_overview, home, repeats=args.repeats)
         first_s, page_s = page_load(args.repeats)
 
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"machine load average (1/5/15 min): {load} on {os.cpu_count()} cores (shared; absolute times drift)")
     print(f"lake: {files} parquet files; heatmap cells: fast {fast_cells}, naive {naive_cells}")
     print(f"data path   naive (Lake.connect + deltas from results): {naive_s:.3f} s")
     print(f"data path   fast  (per-page views + regression table):  {fast_s:.3f} s   "

@@ -42,8 +42,8 @@ def verdict_heatmap(cells: pl.DataFrame, domains: list[str]) -> alt.Chart:
                  alt.Tooltip("verdict:N")],
     )
     labels = base.mark_text(fontSize=10).encode(text=alt.Text("delta_pts:Q", format="+.1f"))
-    height = max(160, 22 * len(domains))
-    return (rects + labels).properties(height=height, title="Δ score vs champion (percentage points)")
+    # one 24 px band per domain, so every row keeps its label however many are shown
+    return (rects + labels).properties(height=alt.Step(24), title="Δ score vs champion (percentage points)")
 
 
 def gate_pass_rates(gates: pl.DataFrame) -> alt.Chart:
@@ -115,7 +115,7 @@ def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:
         tooltip=["domain", alt.Tooltip("delta_pts:Q", title="Δ (pts)", format="+.1f"),
                  alt.Tooltip("q:Q", format=".3f"), "verdict", "protected"])
     zero = alt.Chart(_pandas(pl.DataFrame({"x": [0.0]}))).mark_rule(strokeDash=[4, 4], color="grey").encode(x="x:Q")
-    return (bars + dots + zero).properties(height=max(160, 18 * data.height),
+    return (bars + dots + zero).properties(height=alt.Step(18),
                                            title=f"Δ with 95% CI, {data.height} lowest deltas")
 
 

@@ -20,6 +20,7 @@ from quality.lake import Lake, resolve_home
 from ui import queries as Q
 
 TTL_S = 60
+MTIME_SLACK_S = 120  # file-time pruning margin (coarse file-system clocks, writers on other hosts)
 HOME_KEY = "assay_home"
 DOMAINS_PATH_KEY = "assay_domains_path"
 MLFLOW_UI_ENV = "ASSAY_MLFLOW_UI_URL"  # where `mlflow ui` serves; links point there
@@ -76,15 +77,17 @@ def lake_tables(home: str) -> list[str]:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def overview(home: str, recent: int) -> dict:
     """Heatmap cells of the recent candidates, champion, comparisons, gate failures in the last day."""
-    con = Q.open_views(_lake(home), ["regression", "promotions", "gate_results"])
+    since = Q.last_day(datetime.now(timezone.utc))
+    lake = _lake(home)
+    con = Q.open_views(lake, ["regression", "promotions", "gate_results"],
+                       modified_since={"gate_results": since.timestamp() - MTIME_SLACK_S})
     try:
-        since = Q.last_day(datetime.now(timezone.utc))
         return {
             "cells": Q.recent_cells(con, recent),
             "champion": Q.current_champion(con),
             "failures": Q.gate_failures_since(con, since),
             "since": since,
-            "has_gates": Q.has_view(con, "gate_results"),
+            "has_gates": Q.has_view(con, "gate_results") or bool(lake.files("gate_results")),
         }
     finally:
         con.close()

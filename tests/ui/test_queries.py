@@ -78,3 +78,29 @@ def test_filter_sort_page_handles_hundreds_of_domains():
     assert rows["status"][:6].to_list() == ["regressed"] * 6
     with pytest.raises(ValueError, match="sort 'fastest'"):
         Q.OverviewQuery(sort="fastest")
+
+
+def test_gate_failures_of_the_last_day_skip_old_files(assay_home):
+    import os
+    from datetime import datetime, timedelta, timezone
+
+    lake = Lake.at(assay_home)
+    now = datetime.now(timezone.utc)
+
+    def gate_file(domain, evaluation, evaluated_at):
+        frame = T.conform(pl.DataFrame([{"domain": domain, "evaluation": evaluation, "gate": "format",
+                                         "severity": "critical", "success": False,
+                                         "evaluated_at": evaluated_at.isoformat()}]), T.GATE_RESULTS)
+        return lake.write_batch("gate_results", {"domain": domain, "evaluation": evaluation}, {"part": frame})
+
+    old = gate_file("a", "e_old", now - timedelta(days=3))
+    stamp = (now - timedelta(days=3)).timestamp()
+    os.utime(old / "part.parquet", (stamp, stamp))  # written three days ago
+    gate_file("b", "e_rewritten", now - timedelta(days=2))  # old evaluation, rewritten today
+    gate_file("c", "e_new", now - timedelta(hours=1))
+    since = Q.last_day(now)
+    pruned = Q.open_views(lake, ["gate_results"], modified_since={"gate_results": since.timestamp()})
+    full = Q.open_views(lake, ["gate_results"])
+    assert len(Q.view_files(lake, "gate_results", modified_since=since.timestamp())) == 2
+    for con in (pruned, full):  # same answer with and without pruning
+        assert Q.gate_failures_since(con, since)["domain"].to_list() == ["c"]
