@@ -6,7 +6,9 @@ A gate sees the structurally valid rows of one batch as a polars frame with colu
 codes per row (empty list: clean), in the frame's order. Gates never drop rows: the ingest path
 quarantines every row with at least one reason and keeps all of them.
 
-Adding a detector is one small module exposing a gate; :func:`default_row_gates` lists the order.
+Every gate but ``too_long`` wraps one detector from :mod:`quality.detectors` (one module per
+reason code, vectorised over the batch). :func:`gate_flags` runs gates on a plain polars frame
+(no lake needed) and returns one bool column per code: what the benchmark and notebooks use.
 """
 
 from __future__ import annotations
@@ -16,17 +18,17 @@ from typing import Callable, Protocol, Sequence
 
 import polars as pl
 
-from domains.base import Domain
-from quality import reasons
+from domains.base import DEFAULT_MAX_PROMPT_TOKENS, Domain
+from quality import detectors, reasons
+from quality.detectors.base import Detector
 from quality.lake import Lake
-from quality.normalize import estimate_tokens
 
 
 @dataclass
 class GateContext:
     """What a gate may consult besides the batch: the domain, the lake, the other domains."""
 
-    domain: Domain
+    domain: Domain | None = None
     lake: Lake | None = None
     replacing_batch: str | None = None  # a batch being replaced does not count as "already there"
     all_domains: Sequence[Domain] = ()
@@ -40,54 +42,80 @@ class RowGate(Protocol):
     def check(self, batch: pl.DataFrame, ctx: GateContext) -> list[list[str]]: ...
 
 
+_CLEAN: list[str] = []
+
+
+def verdicts(mask: pl.Series, code: str) -> list[list[str]]:
+    """Bool mask -> reason lists. The lists are shared between rows: callers must not mutate them."""
+    flagged = [code]
+    return [flagged if hit else _CLEAN for hit in mask.fill_null(False).to_list()]
+
+
 @dataclass(frozen=True)
 class TooLongGate:
-    """``too_long``: the prompt would not fit the domain's ``max_prompt_tokens``."""
+    """``too_long``: the prompt would not fit the domain's ``max_prompt_tokens`` (estimated as
+    :func:`quality.normalize.estimate_tokens` does: UTF-8 bytes / 3, rounded up)."""
 
     name: str = "too_long"
     codes: tuple[str, ...] = (reasons.TOO_LONG,)
 
+    def flags(self, batch: pl.DataFrame, ctx: GateContext | None = None) -> pl.Series:
+        domain = getattr(ctx, "domain", None)
+        limit = domain.max_prompt_tokens if domain is not None else DEFAULT_MAX_PROMPT_TOKENS
+        tokens = (pl.col("prompt").fill_null("").str.len_bytes() + 2) // 3
+        return batch.select((tokens > limit).alias(reasons.TOO_LONG))[reasons.TOO_LONG]
+
     def check(self, batch: pl.DataFrame, ctx: GateContext) -> list[list[str]]:
-        limit = ctx.domain.max_prompt_tokens
-        return [[reasons.TOO_LONG] if estimate_tokens(p) > limit else [] for p in batch["prompt"]]
-
-
-def existing_content_hashes(ctx: GateContext, domains: Sequence[str] | None = None) -> set[str]:
-    """Content hashes admitted in the lake (for ``domains``, default: the gate's own domain)."""
-    if ctx.lake is None:
-        return set()
-    key = ("content_hashes", tuple(domains) if domains else (ctx.domain.name,), ctx.replacing_batch)
-    if key not in ctx.cache:
-        hashes: set[str] = set()
-        for name in key[1]:
-            for path in ctx.lake.files("ingest", "samples", where={"domain": name}):
-                if ctx.replacing_batch and f"batch={ctx.replacing_batch}" in path.parts:
-                    continue
-                hashes.update(pl.read_parquet(path, columns=["content_hash"])["content_hash"].to_list())
-        ctx.cache[key] = hashes
-    return ctx.cache[key]
+        return verdicts(self.flags(batch, ctx), reasons.TOO_LONG)
 
 
 @dataclass(frozen=True)
-class ExactDuplicateGate:
-    """``duplicate``: same normalised content as a row already admitted in the domain, or as an
-    earlier row of the same batch (the first occurrence is admitted)."""
+class DetectorGate:
+    """A row gate around one detector of :mod:`quality.detectors`."""
 
-    name: str = "duplicate"
-    codes: tuple[str, ...] = (reasons.DUPLICATE,)
+    detector: Detector
+
+    @property
+    def name(self) -> str:
+        return self.detector.code
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return (self.detector.code,)
+
+    def flags(self, batch: pl.DataFrame, ctx: GateContext | None = None) -> pl.Series:
+        return self.detector.flags(batch, ctx)
 
     def check(self, batch: pl.DataFrame, ctx: GateContext) -> list[list[str]]:
-        seen = set(existing_content_hashes(ctx))
-        out = []
-        for digest in batch["content_hash"]:
-            out.append([reasons.DUPLICATE] if digest in seen else [])
-            seen.add(digest)
-        return out
+        return verdicts(self.flags(batch, ctx), self.detector.code)
+
+
+def ExactDuplicateGate() -> DetectorGate:  # noqa: N802 - kept as the spine's name for the gate
+    """``duplicate``: same normalised content as a row admitted in any domain or earlier in the batch."""
+    return DetectorGate(detectors.DuplicateDetector())
 
 
 GateFactory = Callable[[], list[RowGate]]
 
 
+def rule_based_gates() -> list[RowGate]:
+    return [TooLongGate()] + [DetectorGate(d) for d in detectors.rule_based()]
+
+
 def default_row_gates() -> list[RowGate]:
-    """The gates every ingest runs, cheapest first."""
-    return [TooLongGate(), ExactDuplicateGate()]
+    """The gates every ingest runs, cheapest first: format, dedup, contamination, then the
+    model-based safety gates."""
+    return rule_based_gates() + [DetectorGate(d) for d in detectors.model_based()]
+
+
+def gate_flags(frame: pl.DataFrame, ctx: GateContext | None = None,
+               gates: Sequence[RowGate] | None = None) -> pl.DataFrame:
+    """Run ``gates`` (default: all) on a plain frame with ``prompt`` and ``answer`` columns and
+    return one bool column per reason code, row-aligned with ``frame``."""
+    ctx = ctx if ctx is not None else GateContext()
+    columns = {}
+    for gate in default_row_gates() if gates is None else gates:
+        mask = gate.flags(frame, ctx) if hasattr(gate, "flags") else pl.Series(
+            [bool(v) for v in gate.check(frame, ctx)])
+        columns[gate.codes[0]] = mask.fill_null(False).alias(gate.codes[0])
+    return pl.DataFrame(columns) if columns else pl.DataFrame(height=frame.height)

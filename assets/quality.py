@@ -1,0 +1,181 @@
+"""Quality stage: the batch gates of each domain partition as blocking asset checks, and the
+gated per-domain train set that GRPO reads.
+
+``gated_samples`` runs the GE suites (format, safety, difficulty) and the environment self-test
+on a domain's admitted batch (:func:`quality.batch_gates.evaluate_batch_gates`), stores the
+results in the lake (gate_results, difficulty), logs one MLflow run per gate with its dataset,
+and reports each gate as a blocking check: a critical failure is ERROR (``domain_train_set`` for
+that domain is skipped), a warning-only failure is WARN. Other domains' partitions are not
+affected.
+"""
+
+import json
+from datetime import datetime, timezone
+
+import dagster as dg
+import polars as pl
+
+from domains import get_registry
+from pipelines.partitions import domain_partitions
+from pipelines.resources import LakeResource, MlflowResource
+from quality import lake_tables
+from quality.batch_gates import GateEvaluation, evaluate_batch_gates, record_mlflow_runs, train_set_rows
+from quality.expectations import ExpectationOutcome, markdown_table
+
+GATE_CHECKS = {"format": "format_gate", "safety": "safety_gate", "difficulty": "difficulty_gate",
+               "selftest": "selftest_gate"}
+
+
+class GateConfig(dg.Config):
+    selftest_samples: int = 8
+    """Samples per split for the environment self-test (quality.domain_check.check_domain)."""
+    log_to_mlflow: bool = True
+    """Log one MLflow run per gate evaluation (with the validated dataset)."""
+
+
+def _selftest(domain, n: int) -> tuple[list[ExpectationOutcome], dict]:
+    """The environment self-test as gate outcomes (one per check, all critical)."""
+    from quality.domain_check import check_domain  # lazy: owned by the domains engineer
+
+    report = check_domain(domain, n=n)
+    outcomes = [ExpectationOutcome(
+        gate="selftest", expectation=name, severity="critical", success=bool(check["passed"]),
+        observed=json.dumps(check.get("detail", ""))[:2000], threshold='"passed"', rows_checked=None,
+        rows_failed=None, failed_ids=[]) for name, check in report["checks"].items()]
+    return outcomes, report
+
+
+def _log_mlflow(mlflow: MlflowResource, result: GateEvaluation, outcomes: dict) -> dict[str, str]:
+    import mlflow as mlflow_lib
+    from mlflow.entities import DatasetInput, InputTag
+
+    client = mlflow.client()
+    experiment = mlflow.experiment_id()
+    run_ids = {}
+    for gate, gate_outcomes in outcomes.items():
+        run = client.create_run(experiment, run_name=f"gate-{result.domain}-{gate}-{result.evaluation}", tags={
+            "assay.stage": "quality", "assay.domain": result.domain, "assay.gate": gate,
+            "assay.evaluation": result.evaluation})
+        run_id = run.info.run_id
+        client.log_batch(run_id, metrics=[
+            mlflow_lib.entities.Metric("expectations_failed", sum(not o.success for o in gate_outcomes), 0, 0),
+            mlflow_lib.entities.Metric("expectations_total", len(gate_outcomes), 0, 0),
+        ], params=[mlflow_lib.entities.Param("domain", result.domain), mlflow_lib.entities.Param("gate", gate)])
+        frame = result.frames.get(gate)
+        if frame is not None:
+            dataset = mlflow_lib.data.from_pandas(frame.head(10_000).to_pandas(),
+                                                  name=f"{result.domain}-{gate}-{result.evaluation}")
+            client.log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(),
+                                                             tags=[InputTag("mlflow.data.context", "validation")])])
+        client.log_text(run_id, markdown_table(gate_outcomes), "expectations.md")
+        failed = any(not o.success and o.severity == "critical" for o in gate_outcomes)
+        client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+        run_ids[gate] = run_id
+    return run_ids
+
+
+def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dict) -> dg.AssetCheckResult:
+    from quality.expectations import gate_severity
+
+    severity = gate_severity(gate_outcomes)
+    failed = [o for o in gate_outcomes if not o.success]
+    metadata = {
+        "expectations": dg.MetadataValue.md(markdown_table(gate_outcomes)),
+        "failed": len(failed),
+        "failed_expectations": ", ".join(o.expectation for o in failed) or "none",
+    } | extra
+    return dg.AssetCheckResult(
+        check_name=GATE_CHECKS[gate], passed=severity is None, metadata=metadata,
+        severity=dg.AssetCheckSeverity.WARN if severity == "WARN" else dg.AssetCheckSeverity.ERROR,
+    )
+
+
+@dg.asset(
+    partitions_def=domain_partitions,
+    group_name="quality",
+    deps=["domain_samples"],
+    kinds={"great_expectations", "parquet"},
+    check_specs=[dg.AssetCheckSpec(name, asset="gated_samples", blocking=True,
+                                   description=f"{gate} gate (blocking: a critical failure stops training on the domain)")
+                 for gate, name in GATE_CHECKS.items()],
+    description="A domain's admitted batch after the batch gates: GE format/safety/difficulty suites and the "
+                "environment self-test; difficulty estimates and out-of-band quarantine.",
+)
+def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: LakeResource,
+                  mlflow: MlflowResource) -> dg.MaterializeResult:
+    domain = get_registry().get(context.partition_key)
+    the_lake = lake.lake()
+    result = evaluate_batch_gates(the_lake, domain)
+    outcomes = dict(result.outcomes)
+    selftest_outcomes, _ = _selftest(domain, config.selftest_samples)
+    outcomes["selftest"] = selftest_outcomes
+    _append_selftest(the_lake, result, selftest_outcomes)
+    run_ids = {}
+    if config.log_to_mlflow:
+        run_ids = _log_mlflow(mlflow, result, outcomes)
+        record_mlflow_runs(the_lake, result, run_ids)
+    checks = [_check_result(gate, outcomes[gate], {"mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_ids[gate]))}
+                            if gate in run_ids else {}) for gate in GATE_CHECKS]
+    stats = result.stats
+    context.log.info(f"{domain.name}: gates " + ", ".join(
+        f"{g}={'pass' if c.passed else c.severity.value}" for g, c in zip(GATE_CHECKS, checks)))
+    all_outcomes = [o for g in GATE_CHECKS for o in outcomes[g]]
+    return dg.MaterializeResult(
+        metadata={
+            "evaluation": result.evaluation,
+            "admitted": stats["admitted"],
+            "quarantined": stats["quarantined"],
+            "train_rows": stats["train_rows"],
+            "in_band": stats["in_band"],
+            "out_of_band_quarantined": stats["out_of_band"],
+            "zero_signal_fraction": dg.MetadataValue.float(stats["zero_signal_fraction"])
+            if stats["zero_signal_fraction"] is not None else dg.MetadataValue.text("n/a (no train rows)"),
+            "difficulty_method": str(stats["difficulty_method"]),
+            "learnable_band": str(stats["band"]),
+            "expectations": dg.MetadataValue.md(markdown_table(all_outcomes)),
+        },
+        check_results=checks,
+    )
+
+
+def _append_selftest(the_lake, result: GateEvaluation, outcomes: list[ExpectationOutcome]) -> None:
+    partition = {"domain": result.domain, "evaluation": result.evaluation}
+    frame = the_lake.read("gate_results", where=partition)
+    extra = pl.DataFrame([{
+        "domain": result.domain, "evaluation": result.evaluation, "gate": "selftest", "expectation": o.expectation,
+        "severity": o.severity, "success": o.success, "observed": o.observed, "threshold": o.threshold,
+        "rows_checked": None, "rows_failed": None, "evaluated_at": result.evaluated_at, "mlflow_run_id": None,
+    } for o in outcomes], schema=lake_tables.GATE_RESULTS)
+    merged = pl.concat([lake_tables.conform(frame, lake_tables.GATE_RESULTS), extra]) if frame.height else extra
+    the_lake.write_batch("gate_results", partition, {"part": merged})
+
+
+@dg.asset(
+    partitions_def=domain_partitions,
+    group_name="training",
+    deps=["gated_samples"],
+    kinds={"parquet"},
+    description="The admitted, in-band train rows of a domain whose gates passed (lake/train_set/domain=<d>); "
+                "what GRPO reads. Skipped when a blocking gate check fails.",
+)
+def domain_train_set(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    domain = context.partition_key
+    the_lake = lake.lake()
+    results = the_lake.read("gate_results", where={"domain": domain})
+    if results.is_empty():
+        raise dg.Failure(f"domain {domain!r} has no gate results: materialize gated_samples for it first")
+    latest = results.sort("evaluated_at")["evaluation"][-1]
+    current = results.filter(pl.col("evaluation") == latest)
+    blocking = current.filter((pl.col("severity") == "critical") & ~pl.col("success"))
+    if blocking.height:  # also guards a run that selects this asset alone
+        raise dg.Failure(f"domain {domain!r}: gate evaluation {latest} failed "
+                         f"{', '.join(blocking['gate'].unique().sort().to_list())}; not building its train set")
+    gated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    rows = train_set_rows(the_lake, domain, latest, gated_at)
+    path = the_lake.write_batch("train_set", {"domain": domain}, {"part": rows})
+    return dg.MaterializeResult(metadata={
+        "rows": rows.height, "evaluation": latest,
+        "mean_difficulty": dg.MetadataValue.float(float(rows["difficulty"].mean())) if rows.height else
+        dg.MetadataValue.text("n/a"),
+        "lake_path": dg.MetadataValue.path(str(path)),
+    })

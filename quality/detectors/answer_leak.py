@@ -1,0 +1,44 @@
+"""``answer_leak``: the prompt states its own reference answer.
+
+Two vectorised rules:
+
+1. A leak marker ("the answer is", "answer:", "solution =", "final answer:") in the prompt is
+   followed by exactly the reference answer (normalised: case, punctuation, whitespace). A marker
+   followed by something else (a few-shot example's answer, "answer: inside <answer> tags") passes.
+2. A long reference answer (>= ``answer_leak_min_chars`` normalised characters, default 24) appears
+   verbatim in the prompt: a copied solution. Short answers ("4", "Paris", "B") legitimately
+   appear in prompts (options, operands), so they are only judged by rule 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from quality import reasons
+from quality.detectors.base import no_flags, threshold
+
+MARKER = (r"(?i)(?:\bthe\s+(?:correct\s+|final\s+|right\s+|expected\s+)?(?:answer|solution|result)\s+(?:is|=|would\s+be)"
+          r"|\b(?:final\s+)?(?:answer|solution)\s*[:=]|\bhint\s*:\s*it'?s)\s*:?\s*([^\n]{1,200})")
+DEFAULT_MIN_CHARS = 24
+
+
+def _norm(expr: pl.Expr) -> pl.Expr:
+    return expr.str.to_lowercase().str.replace_all(r"[^\p{L}\p{N}]+", " ").str.strip_chars()
+
+
+@dataclass(frozen=True)
+class AnswerLeakDetector:
+    code: str = reasons.ANSWER_LEAK
+
+    def flags(self, frame: pl.DataFrame, ctx=None) -> pl.Series:
+        if "prompt" not in frame.columns or "answer" not in frame.columns:
+            return no_flags(frame)
+        min_chars = int(threshold(ctx, "answer_leak_min_chars", DEFAULT_MIN_CHARS))
+        answer = _norm(pl.col("answer").fill_null(""))
+        after_marker = _norm(pl.col("prompt").fill_null("").str.extract(MARKER, 1)).fill_null("")
+        prompt = _norm(pl.col("prompt").fill_null(""))
+        stated = (answer != "") & ((after_marker == answer) | after_marker.str.starts_with(answer + pl.lit(" ")))
+        copied = (answer.str.len_chars() >= min_chars) & prompt.str.contains(answer, literal=True)
+        return frame.select((stated | copied).fill_null(False).alias(self.code))[self.code]

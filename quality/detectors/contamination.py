@@ -1,0 +1,171 @@
+"""``contaminated``: a training row overlaps an eval item of any domain.
+
+The eval items are ``Domain.eval_items()`` of every domain in ``GateContext.all_domains`` (what
+sweeps benchmark). Generating them for ~115 domains is slow, so each domain's items are cached
+per process and on disk under ``$ASSAY_HOME/cache/eval_items/`` keyed by the domain's name,
+eval size and the source file (path + mtime) of its ``samples`` function.
+
+A train row (rows with ``split == "eval"`` are the eval items themselves and are skipped) is
+contaminated when, for some eval item, both hold:
+
+- **overlap**: its prompt is a near match of the item's prompt (word-set Jaccard >=
+  ``contamination_jaccard``, default 0.8, found by MinHash/LSH: catches short prompts restated),
+  or, for items of >= 13 words, the row contains >= ``contamination_ngram_overlap`` (default 0.5)
+  of the item's distinct 13-grams (catches an item pasted into a longer prompt);
+- **same item**: the item's numbers (as a set) and names appear in the row, as in
+  :mod:`quality.detectors.features`, so template siblings sharing boilerplate are not flagged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import polars as pl
+
+from quality import reasons
+from quality.detectors import features
+from quality.detectors.base import no_flags, threshold
+
+NGRAM = 13
+DEFAULT_JACCARD = 0.8
+DEFAULT_NGRAM_OVERLAP = 0.5
+_ITEMS_CACHE: dict[str, pl.DataFrame] = {}
+_INDEX_CACHE: dict[tuple, "EvalIndex"] = {}
+
+
+def _fingerprint(domain: Any) -> str:
+    parts = [domain.name, str(domain.eval_size)]
+    try:
+        source = inspect.getsourcefile(domain.samples)
+        if source:
+            parts += [source, str(os.stat(source).st_mtime_ns)]
+    except (TypeError, OSError):
+        parts.append(f"nosource-{id(domain.samples)}")  # per process only
+    return hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:16]
+
+
+def eval_items_frame(domain: Any, cache_dir: Path | None) -> pl.DataFrame:
+    """``domain``'s eval items as (domain, id, prompt), cached in-process and under cache_dir."""
+    key = f"{domain.name}-{_fingerprint(domain)}"
+    if key in _ITEMS_CACHE:
+        return _ITEMS_CACHE[key]
+    path = cache_dir / f"{key}.parquet" if cache_dir else None
+    if path is not None and path.exists():
+        frame = pl.read_parquet(path)
+    else:
+        items = domain.eval_items()
+        frame = pl.DataFrame({"domain": [domain.name] * len(items), "id": [r["id"] for r in items],
+                              "prompt": [r["prompt"] for r in items]},
+                             schema={"domain": pl.Utf8, "id": pl.Utf8, "prompt": pl.Utf8})
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            frame.write_parquet(tmp)
+            os.replace(tmp, path)  # atomic: parallel ingests may race to write it
+    _ITEMS_CACHE[key] = frame
+    return frame
+
+
+@dataclass
+class EvalIndex:
+    items: pl.DataFrame           # domain, id, prompt
+    feats: pl.DataFrame           # features.item_features of the prompts
+    grams: np.ndarray             # distinct (item, 13-gram) hashes, sorted by gram
+    gram_item: np.ndarray         # the item of each gram
+    grams_per_item: np.ndarray    # distinct 13-grams per item
+
+    @classmethod
+    def build(cls, items: pl.DataFrame) -> "EvalIndex":
+        feats = features.item_features(items["prompt"])
+        grams, item = features.ngram_hashes(feats["words"], NGRAM)
+        pairs = pl.DataFrame({"g": grams, "i": item}).unique()
+        counts = np.bincount(pairs["i"].to_numpy(), minlength=items.height) if pairs.height else np.zeros(items.height, int)
+        pairs = pairs.sort("g")
+        return cls(items, feats, pairs["g"].to_numpy(), pairs["i"].to_numpy(), counts)
+
+
+def eval_index(domains: Sequence[Any], cache_dir: Path | None) -> EvalIndex:
+    frames = [eval_items_frame(d, cache_dir) for d in domains]
+    key = tuple(f"{d.name}-{_fingerprint(d)}" for d in domains)
+    if key not in _INDEX_CACHE:
+        items = pl.concat(frames) if frames else pl.DataFrame(schema={"domain": pl.Utf8, "id": pl.Utf8, "prompt": pl.Utf8})
+        _INDEX_CACHE.clear()  # one index per process is enough
+        _INDEX_CACHE[key] = EvalIndex.build(items)
+    return _INDEX_CACHE[key]
+
+
+def contaminated_rows(prompts: pl.Series, index: EvalIndex, jaccard: float, overlap: float) -> np.ndarray:
+    n_eval, n = index.items.height, len(prompts)
+    if n_eval == 0 or n == 0:
+        return np.zeros(n, dtype=bool)
+    feats = features.item_features(prompts)
+    out = np.zeros(n, dtype=bool)
+
+    # near match of the whole prompt: eval items first, so a bucket's earliest row is an eval item
+    both = pl.concat([index.feats, feats])
+    leaders = features.earliest_in_bucket(features.minhash_bands(both["wordset"], both["numkey"]))[n_eval:]
+    rows = np.repeat(np.arange(n), leaders.shape[1])
+    cand = leaders.reshape(-1)
+    keep = cand < n_eval
+    if keep.any():
+        pairs = np.unique(np.stack([rows[keep], cand[keep]], axis=1), axis=0)
+        ok = features.verify_pairs(feats, index.feats, pairs[:, 0], pairs[:, 1], jaccard)
+        out[pairs[ok, 0]] = True
+
+    # 13-gram overlap for long eval items
+    grams, gram_row = features.ngram_hashes(feats["words"], NGRAM)
+    if len(grams) and len(index.grams):
+        lo = np.searchsorted(index.grams, grams, side="left")
+        hi = np.searchsorted(index.grams, grams, side="right")
+        hit = hi > lo
+        if hit.any():
+            # expand each hit gram to every eval item holding it
+            lo, hi, rows_hit, g = lo[hit], hi[hit], gram_row[hit], grams[hit]
+            reps = hi - lo
+            pos = np.repeat(lo, reps) + (np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps))
+            matches = pl.DataFrame({"row": np.repeat(rows_hit, reps), "item": index.gram_item[pos],
+                                    "g": np.repeat(g, reps)}).unique()
+            shared = matches.group_by("row", "item").len()
+            need = index.grams_per_item[shared["item"].to_numpy()] * overlap
+            strong = shared.filter(pl.Series(shared["len"].to_numpy() >= np.maximum(need, 1)))
+            if strong.height:
+                r, i = strong["row"].to_numpy(), strong["item"].to_numpy()
+                a = feats[r].select("wordset", "numbers")
+                b = index.feats[i].select(pl.col("numbers").alias("num_b"), pl.col("names").alias("nm_b"))
+                ok = pl.concat([a, b], how="horizontal").select(
+                    (pl.col("num_b").list.set_difference("numbers").list.len() == 0)
+                    & (pl.col("nm_b").list.set_difference("wordset").list.len() == 0)
+                )[:, 0].fill_null(False).to_numpy()
+                out[r[ok]] = True
+    return out
+
+
+@dataclass(frozen=True)
+class ContaminationDetector:
+    code: str = reasons.CONTAMINATED
+
+    def flags(self, frame: pl.DataFrame, ctx=None) -> pl.Series:
+        domains = list(getattr(ctx, "all_domains", None) or ())
+        own = getattr(ctx, "domain", None)
+        if own is not None and all(d.name != own.name for d in domains):
+            domains.append(own)
+        if not domains or "prompt" not in frame.columns:
+            return no_flags(frame).alias(self.code)
+        lake = getattr(ctx, "lake", None)
+        cache_dir = lake.home / "cache" / "eval_items" if lake is not None else None
+        index = eval_index(domains, cache_dir)
+        train = frame["split"] != "eval" if "split" in frame.columns else pl.Series([True] * frame.height)
+        idx = train.arg_true()
+        out = np.zeros(frame.height, dtype=bool)
+        if len(idx):
+            prompts = frame["prompt"].gather(idx).fill_null("")
+            hit = contaminated_rows(prompts, index, threshold(ctx, "contamination_jaccard", DEFAULT_JACCARD),
+                                    threshold(ctx, "contamination_ngram_overlap", DEFAULT_NGRAM_OVERLAP))
+            out[idx.to_numpy()[hit]] = True
+        return pl.Series(self.code, out)

@@ -1,0 +1,144 @@
+"""Vectorised text features shared by the "same item" detectors (near_duplicate, contamination).
+
+DESIGN.md's rule: two rows are the same item when they state the same numbers, names and facts,
+possibly restated (case, whitespace, punctuation, word order, small edits). Template siblings
+("Convert 194 g to mg" / "Convert 195 g to mg") are different items. So every comparison here
+requires
+
+- equal **number multisets** (every number, in any order; part of the LSH bucket key, so siblings
+  that differ in a number are never even compared),
+- matching **names**: every capitalised word of either text appears (case-folded) among the
+  other's words, so "capital of France" never matches "capital of Spain",
+- a high **word-set Jaccard** similarity (order-free), estimated by MinHash/LSH and then computed
+  exactly on the candidate pairs.
+
+Everything is polars/numpy over the whole batch: tokenising, hashing, MinHash signatures (a
+handful of universal hashes, min-reduced per row) and banding. Python touches only the candidate
+pairs, and those are verified with polars list operations too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+NUMBER_PATTERN = r"\d+(?:\.\d+)?"
+NAME_PATTERN = r"\b[A-Z][a-zA-Z]+\b"
+NON_WORD = r"[^\p{L}\p{N}]+"
+
+# MinHash: NUM_PERM hashes in BANDS bands of ROWS_PER_BAND. With r=2, b=4, a pair with Jaccard
+# 0.8 lands in a shared bucket with probability 1-(1-0.8^2)^4 = 0.98; exact verification after.
+BANDS, ROWS_PER_BAND = 4, 2
+NUM_PERM = BANDS * ROWS_PER_BAND
+_RNG = np.random.default_rng(20261129)
+_MULT = (_RNG.integers(1, 2**62, NUM_PERM, dtype=np.uint64) | np.uint64(1))
+_ADD = _RNG.integers(0, 2**62, NUM_PERM, dtype=np.uint64)
+_POSITION_MULT = (_RNG.integers(1, 2**62, 64, dtype=np.uint64) | np.uint64(1))
+
+
+def word_list_expr(column: str | pl.Expr) -> pl.Expr:
+    """Lower-cased word tokens in order (punctuation and whitespace dropped)."""
+    expr = pl.col(column) if isinstance(column, str) else column
+    return (expr.str.normalize("NFKC").str.to_lowercase().str.replace_all(NON_WORD, " ")
+            .str.strip_chars().str.split(" ").list.eval(pl.element().filter(pl.element() != "")))
+
+
+def item_features(text: pl.Series | pl.Expr | str, frame: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per row: ``words`` (ordered), ``wordset`` (unique), ``numbers`` (sorted), ``numkey``
+    (hash of the number multiset) and ``names`` (case-folded capitalised words)."""
+    if isinstance(text, pl.Series):
+        frame, col = pl.DataFrame({"_text": text}), "_text"
+    else:
+        col = text if isinstance(text, str) else None
+        if frame is None or col is None:
+            raise ValueError("item_features needs a Series, or a column name and its frame")
+    src = pl.col(col).fill_null("")
+    return frame.select(
+        word_list_expr(src).alias("words"),
+        src.str.extract_all(NUMBER_PATTERN).list.sort().alias("numbers"),
+        src.str.extract_all(NAME_PATTERN).list.eval(pl.element().str.to_lowercase()).list.unique().alias("names"),
+    ).with_columns(
+        pl.col("words").list.unique().alias("wordset"),
+        pl.col("numbers").list.join(" ").hash(7).alias("numkey"),
+    )
+
+
+def minhash_bands(wordsets: pl.Series, numkeys: pl.Series) -> np.ndarray:
+    """LSH bucket keys, shape (rows, BANDS): a band's MinHash values mixed with the number key."""
+    n = len(wordsets)
+    # an empty word set gets one fixed token so that every row has a signature
+    filled = pl.DataFrame({"w": wordsets}).select(
+        pl.when(pl.col("w").list.len() == 0).then(pl.lit(["\x00"], dtype=pl.List(pl.Utf8)))
+        .otherwise(pl.col("w")).alias("w"))["w"]
+    lengths = filled.list.len().to_numpy().astype(np.int64)
+    flat = filled.explode().hash(11).to_numpy().astype(np.uint64, copy=False)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    sig = np.empty((n, NUM_PERM), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(NUM_PERM):
+            sig[:, k] = np.minimum.reduceat(flat * _MULT[k] + _ADD[k], starts) if n else sig[:, k]
+        keys = np.empty((n, BANDS), dtype=np.uint64)
+        nk = numkeys.to_numpy().astype(np.uint64)
+        for b in range(BANDS):
+            acc = nk * np.uint64(0x100000001B3) + np.uint64(b)
+            for r in range(ROWS_PER_BAND):
+                acc = (acc ^ sig[:, b * ROWS_PER_BAND + r]) * np.uint64(0x100000001B3)
+            keys[:, b] = acc
+    return keys
+
+
+def earliest_in_bucket(keys: np.ndarray) -> np.ndarray:
+    """For every row and band, the index of the first row with the same bucket key (itself if
+    it is the first): shape (rows, BANDS)."""
+    n = keys.shape[0]
+    frame = pl.DataFrame({f"b{b}": keys[:, b] for b in range(keys.shape[1])}).with_row_index("i")
+    return frame.select(
+        [pl.col("i").min().over(f"b{b}").alias(f"l{b}") for b in range(keys.shape[1])]
+    ).to_numpy().astype(np.int64).reshape(n, keys.shape[1])
+
+
+def verify_pairs(left: pl.DataFrame, right: pl.DataFrame, li: np.ndarray, ri: np.ndarray,
+                 threshold: float, names_both_ways: bool = True) -> np.ndarray:
+    """Exact same-item test for candidate pairs ``(left[li], right[ri])``: equal numbers, names
+    present on both sides, word-set Jaccard >= ``threshold``. Returns a bool array per pair."""
+    if len(li) == 0:
+        return np.zeros(0, dtype=bool)
+    a = left[li].select(pl.col("wordset").alias("ws_a"), pl.col("numbers").alias("num_a"),
+                        pl.col("names").alias("nm_a"))
+    b = right[ri].select(pl.col("wordset").alias("ws_b"), pl.col("numbers").alias("num_b"),
+                         pl.col("names").alias("nm_b"))
+    pairs = pl.concat([a, b], how="horizontal")
+    inter = pl.col("ws_a").list.set_intersection("ws_b").list.len()
+    union = pl.col("ws_a").list.set_union("ws_b").list.len()
+    same_names = pl.col("nm_a").list.set_difference("ws_b").list.len() == 0
+    if names_both_ways:
+        same_names = same_names & (pl.col("nm_b").list.set_difference("ws_a").list.len() == 0)
+    ok = pairs.select(
+        ((pl.col("num_a").list.join(" ") == pl.col("num_b").list.join(" "))
+         & same_names & (inter >= pl.lit(threshold) * union)).alias("ok")
+    )["ok"]
+    return ok.fill_null(False).to_numpy()
+
+
+def ngram_hashes(words: pl.Series, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hashes of every ``n``-word window of each row, and the row each window belongs to.
+    Rows shorter than ``n`` words contribute nothing (they are matched by near-match instead)."""
+    lengths = words.list.len().to_numpy().astype(np.int64)
+    long_rows = np.flatnonzero(lengths >= n)
+    if len(long_rows) == 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    sub = words.gather(long_rows)
+    sub_len = lengths[long_rows]
+    tok = sub.explode().hash(13).to_numpy().astype(np.uint64, copy=False)
+    starts = np.zeros(len(sub_len), dtype=np.int64)
+    np.cumsum(sub_len[:-1], out=starts[1:])
+    win_counts = sub_len - n + 1
+    win_row = np.repeat(np.arange(len(sub_len)), win_counts)
+    begin = np.arange(int(win_counts.sum())) + np.repeat(starts - (np.cumsum(win_counts) - win_counts), win_counts)
+    # an order-sensitive hash of the window: sum of token hashes times per-position odd constants
+    grams = np.zeros(len(begin), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(n):
+            grams += tok[begin + k] * _POSITION_MULT[k]
+    return grams, long_rows[win_row]

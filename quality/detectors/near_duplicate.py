@@ -1,0 +1,63 @@
+"""``near_duplicate``: the same item as a row already admitted in any domain (or an earlier row of
+the batch), restated: different case, whitespace, punctuation, word order or a small edit.
+
+"Same item" follows :mod:`quality.detectors.features`: equal number multisets, matching names,
+word-set Jaccard >= ``near_duplicate_jaccard`` (default 0.8) over prompt + answer. MinHash/LSH
+nominates candidates (each row is compared with the earliest row of each of its LSH buckets),
+the exact test confirms them, all vectorised, so 1M rows take seconds. Template siblings differ
+in a number or a name and are never flagged. A row that is an exact duplicate is reported as
+``duplicate`` only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from quality import reasons
+from quality.detectors import features
+from quality.detectors.admitted import admitted_rows
+from quality.detectors.duplicate import content_hashes
+
+DEFAULT_JACCARD = 0.8
+
+
+def item_text(frame: pl.DataFrame) -> pl.Series:
+    return frame.select((pl.col("prompt").fill_null("") + pl.lit("\n") + pl.col("answer").fill_null("")).alias("t"))["t"]
+
+
+def earlier_same_item(texts: pl.Series, first_new: int, jaccard: float) -> np.ndarray:
+    """For rows ``first_new..`` of ``texts``: is some earlier row the same item?"""
+    feats = features.item_features(texts)
+    keys = features.minhash_bands(feats["wordset"], feats["numkey"])
+    leaders = features.earliest_in_bucket(keys)
+    n = len(texts)
+    rows = np.repeat(np.arange(n), leaders.shape[1])
+    cand = leaders.reshape(-1)
+    keep = (cand < rows) & (rows >= first_new)
+    rows, cand = rows[keep], cand[keep]
+    if len(rows) == 0:
+        return np.zeros(n - first_new, dtype=bool)
+    pairs = np.unique(np.stack([rows, cand], axis=1), axis=0)
+    ok = features.verify_pairs(feats, feats, pairs[:, 0], pairs[:, 1], jaccard)
+    out = np.zeros(n, dtype=bool)
+    out[pairs[ok, 0]] = True
+    return out[first_new:]
+
+
+@dataclass(frozen=True)
+class NearDuplicateDetector:
+    code: str = reasons.NEAR_DUPLICATE
+
+    def flags(self, frame: pl.DataFrame, ctx=None) -> pl.Series:
+        from quality.detectors.base import threshold
+
+        jaccard = threshold(ctx, "near_duplicate_jaccard", DEFAULT_JACCARD)
+        existing = admitted_rows(ctx)
+        texts = pl.concat([item_text(existing), item_text(frame)]) if existing.height else item_text(frame)
+        near = pl.Series(self.code, earlier_same_item(texts, existing.height, jaccard))
+        hashes = content_hashes(frame)
+        exact = ~hashes.is_first_distinct() | hashes.is_in(existing["content_hash"].implode())
+        return (near & ~exact).alias(self.code)

@@ -1,0 +1,195 @@
+"""Batch gates as Great Expectations 1.x suites: one suite per gate kind, parameterised per domain.
+
+Suites (built once per process; thresholds are ``{"$PARAMETER": name}`` filled per domain from
+:func:`gate_parameters`, i.e. the domain's ``gate_thresholds`` over the defaults below):
+
+- ``format`` on the admitted batch: schema, non-null, prompt length band, unique ids, the answer
+  format (the domain's ``answer_pattern`` regex, or "any non-blank text"), a minimum row count.
+- ``safety`` on the incoming batch (admitted + quarantined rows): zero admitted rows with a
+  safety flag (re-scanned with the rule-based safety detectors), and the flagged share of the
+  incoming batch under ``max_safety_flagged_fraction``: a batch that is mostly bad is a signal.
+- ``difficulty`` on the difficulty estimates of the admitted train rows: values in [0, 1], the
+  in-band share at least ``min_in_band_fraction``, the zero-signal share (items every sample
+  solves or fails) at most ``max_zero_signal_fraction``, and (warning) the quantiles within
+  ``difficulty_quantile_tolerance`` of the last accepted batch.
+
+Severity: each expectation is ``critical`` or ``warning``. GE marks a suite failed even when only
+a warning fails, so :func:`gate_severity` maps them: any critical failure -> ``ERROR`` (a
+blocking Dagster check: downstream training stops), only warnings -> ``WARN``, else passed.
+
+``great_expectations`` takes 5-7 s to import: it is imported inside the functions here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+
+GATES = ("format", "safety", "difficulty")
+
+DEFAULTS: dict[str, float] = {
+    "min_rows": 1,
+    "min_prompt_chars": 1,
+    "max_safety_flagged_fraction": 0.2,
+    "min_in_band_fraction": 0.5,
+    "max_zero_signal_fraction": 0.5,
+    "difficulty_quantile_tolerance": 0.15,
+}
+
+FORMAT_COLUMNS = ["domain", "split", "id", "prompt", "answer", "metadata", "source", "line", "batch",
+                  "content_hash", "ingested_at"]
+
+
+@dataclass
+class ExpectationOutcome:
+    gate: str
+    expectation: str
+    severity: str          # critical | warning | info
+    success: bool
+    observed: str          # JSON text of the observed value / unexpected count
+    threshold: str         # JSON text of the kwargs that decide it
+    rows_checked: int | None
+    rows_failed: int | None
+    failed_ids: list[str]
+
+
+def gate_parameters(domain: Any) -> dict[str, Any]:
+    """Suite parameters for ``domain``: defaults, the domain's settings, its overrides."""
+    params: dict[str, Any] = dict(DEFAULTS)
+    params["max_prompt_chars"] = int(domain.max_prompt_tokens) * 3  # the too_long estimate, inverted
+    params["answer_regex"] = f"^(?:{domain.answer_pattern})$" if domain.answer_pattern else r"\S"
+    for key, value in (domain.gate_thresholds or {}).items():
+        if key in params:
+            params[key] = value
+    return params
+
+
+def _p(name: str) -> dict:
+    return {"$PARAMETER": name}
+
+
+def _suite_specs() -> dict[str, list]:
+    import great_expectations as gx
+
+    E = gx.expectations
+    return {
+        "format": [
+            E.ExpectTableColumnsToMatchSet(column_set=FORMAT_COLUMNS, exact_match=False, severity="critical"),
+            *[E.ExpectColumnValuesToNotBeNull(column=c, severity="critical") for c in ("id", "prompt", "answer")],
+            E.ExpectColumnValueLengthsToBeBetween(column="prompt", min_value=_p("min_prompt_chars"),
+                                                  max_value=_p("max_prompt_chars"), severity="critical"),
+            E.ExpectColumnValuesToBeUnique(column="id", severity="critical"),
+            E.ExpectColumnValuesToMatchRegex(column="answer", regex=_p("answer_regex"), severity="critical"),
+            E.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "eval"], severity="critical"),
+            E.ExpectTableRowCountToBeBetween(min_value=_p("min_rows"), severity="warning"),
+        ],
+        "safety": [
+            E.ExpectColumnValuesToBeInSet(column="admitted_flagged", value_set=[False], severity="critical"),
+            E.ExpectColumnMeanToBeBetween(column="incoming_flagged", min_value=0.0,
+                                          max_value=_p("max_safety_flagged_fraction"), severity="critical"),
+        ],
+        "difficulty": [
+            E.ExpectColumnValuesToBeBetween(column="difficulty", min_value=0.0, max_value=1.0, severity="critical"),
+            E.ExpectColumnMeanToBeBetween(column="in_band_num", min_value=_p("min_in_band_fraction"),
+                                          max_value=1.0, severity="critical"),
+            E.ExpectColumnMeanToBeBetween(column="zero_signal", min_value=0.0,
+                                          max_value=_p("max_zero_signal_fraction"), severity="warning"),
+            E.ExpectColumnQuantileValuesToBeBetween(column="difficulty", quantile_ranges=_p("quantile_ranges"),
+                                                    severity="warning"),
+        ],
+    }
+
+
+@lru_cache(maxsize=1)
+def _context():
+    import logging
+
+    import great_expectations as gx
+
+    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    context = gx.get_context(mode="ephemeral")
+    try:  # progress bars would spam Dagster's captured logs
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    except Exception:  # noqa: BLE001 - cosmetic only
+        pass
+    source = context.data_sources.add_pandas("assay")
+    batches = {}
+    for gate, expectations in _suite_specs().items():
+        asset = source.add_dataframe_asset(gate)
+        batches[gate] = asset.add_batch_definition_whole_dataframe(gate)
+        suite = gx.ExpectationSuite(name=gate)
+        for expectation in expectations:
+            suite.add_expectation(expectation)
+        context.suites.add(suite)
+    return context, batches
+
+
+def suite_expectations(gate: str) -> list[str]:
+    context, _ = _context()
+    return [e.expectation_type for e in context.suites.get(gate).expectations]
+
+
+def _jsonable(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+def run_suite(gate: str, frame: pd.DataFrame, params: dict[str, Any]) -> list[ExpectationOutcome]:
+    """Validate ``frame`` with the ``gate`` suite; expectations whose parameter is absent (no
+    previous batch for the quantile check) are skipped, not faked."""
+    import great_expectations as gx
+
+    context, batches = _context()
+    suite = context.suites.get(gate)
+    if gate == "difficulty" and params.get("quantile_ranges") is None:
+        suite = gx.ExpectationSuite(name="difficulty-first", expectations=[
+            e for e in suite.expectations if e.expectation_type != "expect_column_quantile_values_to_be_between"])
+    id_cols = ["id"] if "id" in frame.columns else []
+    batch = batches[gate].get_batch(batch_parameters={"dataframe": frame})
+    result = batch.validate(suite, expectation_parameters=params, result_format={
+        "result_format": "COMPLETE", "unexpected_index_column_names": id_cols, "partial_unexpected_count": 0})
+    outcomes = []
+    for r in result.results:
+        config = r.expectation_config
+        kwargs = {k: v for k, v in config.kwargs.items() if k not in ("batch_id", "column")}
+        res = r.result or {}
+        unexpected = res.get("unexpected_index_list") or []
+        failed_ids = [str(u.get("id")) for u in unexpected if isinstance(u, dict) and "id" in u][:50]
+        observed = res.get("observed_value", {"unexpected_count": res.get("unexpected_count")})
+        column = config.kwargs.get("column")
+        name = config.type + (f"({column})" if column else "")
+        outcomes.append(ExpectationOutcome(
+            gate=gate, expectation=name, severity=str(getattr(config.severity, "value", config.severity)).lower(),
+            success=bool(r.success), observed=_jsonable(observed), threshold=_jsonable(kwargs),
+            rows_checked=res.get("element_count", len(frame)), rows_failed=res.get("unexpected_count"),
+            failed_ids=failed_ids,
+        ))
+        if r.exception_info and r.exception_info.get("raised_exception"):
+            outcomes[-1].success = False
+            outcomes[-1].observed = _jsonable({"exception": r.exception_info.get("exception_message")})
+    return outcomes
+
+
+def gate_severity(outcomes: list[ExpectationOutcome]) -> str | None:
+    """``"ERROR"`` if a critical expectation failed, ``"WARN"`` if only warnings failed, else None."""
+    failed = [o for o in outcomes if not o.success]
+    if any(o.severity == "critical" for o in failed):
+        return "ERROR"
+    return "WARN" if failed else None
+
+
+def markdown_table(outcomes: list[ExpectationOutcome]) -> str:
+    def cell(text: str, width: int = 70) -> str:
+        text = str(text).replace("|", "\\|").replace("\n", " ")
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    rows = ["| expectation | severity | observed | threshold | result |", "|---|---|---|---|---|"]
+    for o in outcomes:
+        rows.append(f"| {cell(o.expectation)} | {o.severity} | {cell(o.observed)} | {cell(o.threshold)} | "
+                    f"{'pass' if o.success else '**FAIL**'} |")
+    return "\n".join(rows)
