@@ -108,9 +108,14 @@ def test_result_contract_has_exactly_five_keys():
 
 
 @needs_root
-def test_fork_exec_fallback_enforces_the_same_limits():
-    # Without util-linux's prlimit/setpriv the uid and limits are set between fork and exec.
-    sandbox = Sandbox(SandboxConfig(exec_chain=False))
+@pytest.mark.parametrize("chain", [True, False], ids=["prlimit-setpriv", "fork-exec"])
+def test_both_launch_paths_enforce_uid_and_limits(chain, monkeypatch):
+    # Small processes set uid and limits between fork and exec; large ones go through util-linux's
+    # prlimit + setpriv (so CPython can vfork). Force each path and check the same guarantees.
+    import training.sandbox.runner as runner
+
+    monkeypatch.setattr(runner, "CHAIN_ABOVE_RSS_MB", 0 if chain else float("inf"))
+    sandbox = Sandbox(SandboxConfig())
     program = """
 import os, resource
 kids = 0

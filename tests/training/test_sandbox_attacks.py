@@ -21,6 +21,15 @@ REPO = Path(__file__).resolve().parents[2]
 LIMITS = Limits(cpu_s=5, wall_s=10, memory_mb=256, nproc=16, output_bytes=100_000)
 
 
+@pytest.fixture(autouse=True, params=["fork-exec", "prlimit-setpriv"])
+def launch_path(request, monkeypatch):
+    """Every attack against both ways a run starts (small parents fork; large ones exec a chain)."""
+    import training.sandbox.runner as runner
+
+    monkeypatch.setattr(runner, "CHAIN_ABOVE_RSS_MB", float("inf") if request.param == "fork-exec" else 0)
+    return request.param
+
+
 def run_attack(source: str, argv=(), **limit_changes):
     return run_program(source, argv=argv, limits=LIMITS.replace(**limit_changes))
 

@@ -69,6 +69,7 @@ SANDBOX_ENV = {
 # What a program that ran out of address space leaves on stderr (Python, C, C++, Rust, Go).
 MEMORY_PATTERN = re.compile(rb"\bMemoryError\b|Cannot allocate memory|std::bad_alloc|out of memory|memory allocation of \d+ bytes failed")
 DRAIN_GRACE_S = 1.0
+CHAIN_ABOVE_RSS_MB = 256  # see _launch
 READ_CHUNK = 65536
 Files = Mapping[str, "str | bytes"]
 
@@ -111,18 +112,27 @@ def _rlimit_pairs(limits: Limits, nproc: int | None) -> list[tuple[str, int, int
     return pairs
 
 
+def _resident_mb() -> float:
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return float("inf")
+
+
 def _launch(command: list[str], limits: Limits, nproc: int | None, uid: int | None,
             prlimit: str | None, setpriv: str | None) -> tuple[list[str], dict]:
     """The argv and Popen options that start ``command`` as ``uid`` under the limits.
 
-    Preferred: util-linux's ``prlimit`` and ``setpriv`` as the first links of the exec chain, so
-    Popen needs neither ``preexec_fn`` nor ``user=``, and CPython starts the child with vfork. With
-    either of those, it must fork(), copying the parent's page tables: from a 3 GB parent (a
-    trainer holding a model) that took ~290 ms per run here instead of ~60 ms. Without util-linux,
-    fall back to setting the limits and the uid between fork and exec.
+    Two ways, chosen by the size of this process. Setting limits and uid between fork and exec
+    (``preexec_fn``, ``user=``) makes CPython fork(), copying this process's page tables: cheap
+    for a small process, but from a 3 GB parent (a trainer holding a model) a run took ~290 ms here
+    instead of ~60 ms. Above ``CHAIN_ABOVE_RSS_MB`` the run starts through util-linux's
+    ``prlimit`` and ``setpriv`` instead (two extra execs, ~2 ms CPU), so Popen needs neither
+    option and CPython uses vfork, whose cost does not grow with the parent.
     """
     pairs = _rlimit_pairs(limits, nproc)
-    if prlimit and (uid is None or setpriv):
+    if prlimit and (uid is None or setpriv) and _resident_mb() > CHAIN_ABOVE_RSS_MB:
         argv = [prlimit, *(f"--{name}={soft}:{hard}" for name, _, soft, hard in pairs), "--"]
         if uid is not None:
             argv += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
