@@ -4,7 +4,8 @@ The lake is many small Parquet files (one folder per partition). ``Lake.connect(
 over every file of every table, which at 300 domains x 20 checkpoints means ~15k files and seconds
 before the first query. A page needs only a few tables, and often one domain's partitions, so
 :func:`open_views` builds the same views (same ``read_parquet`` options as ``Lake.connect``) for the
-named tables only, optionally restricted to partitions (``{"domain": d}``). Absent tables get no
+named tables only, optionally restricted to partitions (``{"domain": d}``), binding each view
+cheaply first (:class:`LakeViews`). Absent tables get no
 view; readers check :func:`has_view` and the pages show an empty state that says what to run.
 
 Scores in the lake are fractions in [0, 1]; the pages show them as percent / percentage points.
@@ -52,37 +53,77 @@ def view_files(lake: Lake, view: str, where: Sequence[Mapping[str, str]] | None 
     return sorted(found)
 
 
+class LakeViews:
+    """DuckDB views over chosen lake tables (see :func:`open_views`).
+
+    Views first bind by the first file's schema (``union_by_name=false``), about twice as fast
+    over hundreds of small files as matching every file's columns by name. Files written under an
+    older contract (a column added since) make that binding fail; then every view is rebound by
+    name, as ``Lake.connect`` does, and the query runs again, so drift costs time, never rows."""
+
+    def __init__(self, files: Mapping[str, list]):
+        import duckdb
+
+        self._files = dict(files)
+        self._error = duckdb.Error
+        self._con = duckdb.connect(":memory:")
+        self.by_name = False
+        self._bind()
+
+    def _bind(self) -> None:
+        for view, files in self._files.items():
+            listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            self._con.execute(
+                f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], '
+                f"hive_partitioning=true, union_by_name={'true' if self.by_name else 'false'})"
+            )
+
+    def _run(self, query: str, params: list | None, fetch):
+        try:
+            return fetch(self._con.sql(query, params=params or []))
+        except self._error:
+            if self.by_name:
+                raise
+            self.by_name = True  # files disagree on columns: match them by name from now on
+            self._bind()
+            return fetch(self._con.sql(query, params=params or []))
+
+    def frame(self, query: str, params: list | None = None) -> pl.DataFrame:
+        return self._run(query, params, lambda rel: rel.pl())
+
+    def rows(self, query: str, params: list | None = None) -> list[tuple]:
+        return self._run(query, params, lambda rel: rel.fetchall())
+
+    def has(self, view: str) -> bool:
+        return view in self._files
+
+    def close(self) -> None:
+        self._con.close()
+
+
 def open_views(lake: Lake, views: Iterable[str] | Mapping[str, Sequence[Mapping[str, str]] | None],
-               modified_since: Mapping[str, float] | None = None):
-    """An in-memory DuckDB connection with a view for each named table that has files.
+               modified_since: Mapping[str, float] | None = None) -> LakeViews:
+    """Views over the named tables that have files, optionally only some partitions of each.
 
     ``modified_since`` prunes a view's files by modification time. It is exact for "rows stamped
     after T" queries: a batch file is written after the timestamps inside it are taken, so a file
     last modified before T holds no row stamped after T. It keeps the overview's "gate failures in
     the last day" from reading every gate evaluation ever run."""
-    import duckdb
-
     wanted = views if isinstance(views, Mapping) else {name: None for name in views}
-    con = duckdb.connect(":memory:")
+    files = {}
     for view, where in wanted.items():
-        files = view_files(lake, view, where, (modified_since or {}).get(view))
-        if not files:
-            continue
-        listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-        con.execute(
-            f'CREATE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], '
-            "hive_partitioning=true, union_by_name=true)"
-        )
-    return con
+        found = view_files(lake, view, where, (modified_since or {}).get(view))
+        if found:
+            files[view] = found
+    return LakeViews(files)
 
 
-def has_view(con, view: str) -> bool:
-    rows = con.sql("SELECT 1 FROM duckdb_views() WHERE view_name = $1 AND NOT internal", params=[view]).fetchall()
-    return bool(rows)
+def has_view(con: LakeViews, view: str) -> bool:
+    return con.has(view)
 
 
-def _frame(con, query: str, params: list | None = None) -> pl.DataFrame:
-    return con.sql(query, params=params or []).pl()
+def _frame(con: LakeViews, query: str, params: list | None = None) -> pl.DataFrame:
+    return con.frame(query, params)
 
 
 # -- champion and comparisons -----------------------------------------------------------------
@@ -92,12 +133,12 @@ def current_champion(con) -> str | None:
     (regression). A promotion wins a tie: it is decided after the comparison it follows."""
     events = []
     if has_view(con, "promotions"):
-        for cand, at in con.sql("SELECT candidate, created_at FROM promotions WHERE promoted "
-                                "ORDER BY created_at DESC LIMIT 1").fetchall():
+        for cand, at in con.rows("SELECT candidate, created_at FROM promotions WHERE promoted "
+                                 "ORDER BY created_at DESC LIMIT 1"):
             events.append((at or "", 1, cand))
     if has_view(con, "regression"):
-        for base, at in con.sql("SELECT baseline, created_at FROM regression "
-                                "ORDER BY created_at DESC LIMIT 1").fetchall():
+        for base, at in con.rows("SELECT baseline, created_at FROM regression "
+                                 "ORDER BY created_at DESC LIMIT 1"):
             events.append((at or "", 0, base))
     return max(events)[2] if events else None
 
@@ -402,5 +443,5 @@ def lake_domains(con, views: Sequence[str] = ("regression",)) -> list[str]:
     names: set[str] = set()
     for view in views:
         if has_view(con, view):
-            names.update(r[0] for r in con.sql(f'SELECT DISTINCT domain FROM "{view}"').fetchall() if r[0])
+            names.update(r[0] for r in con.rows(f'SELECT DISTINCT domain FROM "{view}"') if r[0])
     return sorted(names)

@@ -42,7 +42,7 @@ def test_open_views_reads_only_the_named_partitions(assay_home):
         frame = T.conform(pl.DataFrame([{"checkpoint": "c1", "domain": domain, "mean": 0.5}]), T.SWEEP_SUMMARY)
         lake.write_batch("sweep_summary", {"checkpoint": "c1", "domain": domain}, {"part": frame})
     con = Q.open_views(lake, {"sweep_summary": [{"domain": "b"}], "results": None})
-    assert con.sql("SELECT DISTINCT domain FROM sweep_summary").fetchall() == [("b",)]
+    assert con.rows("SELECT DISTINCT domain FROM sweep_summary") == [("b",)]
     assert not Q.has_view(con, "results")  # absent table: no view, the page shows its empty state
     with pytest.raises(ValueError, match="unknown lake view 'sweeps'"):
         Q.open_views(lake, ["sweeps"])
@@ -104,3 +104,16 @@ def test_gate_failures_of_the_last_day_skip_old_files(assay_home):
     assert len(Q.view_files(lake, "gate_results", modified_since=since.timestamp())) == 2
     for con in (pruned, full):  # same answer with and without pruning
         assert Q.gate_failures_since(con, since)["domain"].to_list() == ["c"]
+
+
+def test_views_rebind_by_name_when_an_old_file_lacks_a_column(assay_home):
+    lake = Lake.at(assay_home)
+    new = T.conform(pl.DataFrame([{"candidate": "c2", "domain": "a", "created_at": "2026-11-02", "reason": "x",
+                                   "decision": "d2", "promoted": True}]), T.PROMOTIONS)
+    lake.write_batch("promotions", {"decision": "d1"}, {"part": new.drop("reason")})  # an older contract
+    lake.write_batch("promotions", {"decision": "d2"}, {"part": new})
+    views = Q.open_views(lake, ["promotions"])
+    rows = views.rows("SELECT decision, reason FROM promotions ORDER BY decision")
+    assert rows == [("d1", None), ("d2", "x")] and views.by_name
+    with pytest.raises(Exception, match="no_such_column"):  # a real error still surfaces
+        views.rows("SELECT no_such_column FROM promotions")
