@@ -133,3 +133,26 @@ def test_empty_lake_says_what_to_run(empty_env, page):
     texts = " ".join(i.value for i in at.info)
     assert "make demo" in texts, texts
     assert not (empty_env / "lake").exists()  # reading never creates the lake
+
+
+def test_pages_never_import_training_code(lake_env):
+    """The dashboard reads the lake and MLflow only: rendering every page in a fresh interpreter
+    must not import training code, torch or transformers."""
+    import subprocess
+    import sys
+
+    from tests.ui.conftest import APP, REPO
+
+    script = f"""
+import sys
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file({APP!r}, default_timeout=120)
+at.run()
+for page in {list(PAGES.values())!r}:
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+print(sorted(m for m in sys.modules if m.split('.')[0] in ('training', 'torch', 'transformers', 'deepspeed')))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
