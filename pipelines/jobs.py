@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from pipelines.partitions import domain_partitions
+from pipelines.partitions import checkpoint_partitions, domain_partitions
 
 ingest_job = dg.define_asset_job(
     "ingest_job", selection=dg.AssetSelection.groups("ingest"), partitions_def=domain_partitions,
@@ -18,4 +18,16 @@ domain_pipeline_job = dg.define_asset_job(
     description="Ingest and gate one domain: what `assay demo` runs for every domain.",
 )
 
-JOBS = [ingest_job, domain_pipeline_job]
+# Per checkpoint partition: sweep every domain, then the regression report and the promotion.
+checkpoint_sweep_job = dg.define_asset_job(
+    "checkpoint_sweep_job", selection=dg.AssetSelection.assets("checkpoint_sweep"),
+    partitions_def=checkpoint_partitions,
+    description="Benchmark sweep of one checkpoint on every domain (cached per item).",
+)
+checkpoint_evaluation_job = dg.define_asset_job(
+    "checkpoint_evaluation_job", selection=dg.AssetSelection.groups("evaluation", "regression"),
+    partitions_def=checkpoint_partitions,
+    description="Sweep a checkpoint, compare it with the champion, and promote it or refuse.",
+)
+
+JOBS = [ingest_job, domain_pipeline_job, checkpoint_sweep_job, checkpoint_evaluation_job]

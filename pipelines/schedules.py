@@ -1,5 +1,49 @@
-"""Schedules (e.g. the nightly sweep of champion and latest checkpoint at 02:00 UTC)."""
+"""Schedules: the nightly sweep of the champion and the latest checkpoint at 02:00 UTC.
+
+The sweep is cached per item, so a nightly run of an unchanged checkpoint only generates what is
+new: domains added since (plugins), eval items added, or a changed generation config.
+"""
 
 from __future__ import annotations
 
-SCHEDULES: list = []
+import datetime as dt
+
+import dagster as dg
+
+from pipelines.jobs import checkpoint_sweep_job
+from pipelines.partitions import checkpoint_partitions
+from pipelines.resources import LakeResource, MlflowResource
+
+
+def nightly_targets(lake: LakeResource, mlflow: MlflowResource) -> list[str]:
+    """The champion (MLflow alias) and the latest trained checkpoint, deduplicated."""
+    from quality.promotion import current_champion
+    from training.checkpoints import list_checkpoints
+
+    targets = []
+    champion = current_champion(mlflow.tracking_uri)
+    if champion:
+        targets.append(champion)
+    trained = [r.checkpoint for r in list_checkpoints(lake.lake()) if not r.checkpoint.startswith("base-")]
+    if trained:
+        targets.append(trained[-1])
+    return list(dict.fromkeys(targets))
+
+
+@dg.schedule(cron_schedule="0 2 * * *", execution_timezone="UTC", job=checkpoint_sweep_job,
+             description="Nightly 02:00 UTC sweep of the champion and the latest checkpoint.")
+def nightly_sweep_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource, mlflow: MlflowResource):
+    targets = nightly_targets(lake, mlflow)
+    if not targets:
+        return dg.SkipReason("no champion and no trained checkpoint yet")
+    # schedules cannot return partition requests: add any missing partition directly
+    known = set(context.instance.get_dynamic_partitions(checkpoint_partitions.name))
+    missing = [t for t in targets if t not in known]
+    if missing:
+        context.instance.add_dynamic_partitions(checkpoint_partitions.name, missing)
+    when = context.scheduled_execution_time or dt.datetime.now(dt.timezone.utc)
+    return [dg.RunRequest(partition_key=t, run_key=f"nightly-{when:%Y%m%d}-{t}", tags={"assay.trigger": "nightly"})
+            for t in targets]
+
+
+SCHEDULES = [nightly_sweep_schedule]

@@ -555,9 +555,12 @@ def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: 
         "baseline_only_domains": sorted(domains_b - domains_c),
         "candidate_only_domains": sorted(domains_c - domains_b),
         "domains_without_common_items": sorted((domains_b & domains_c) - compared),
-        "protected_not_compared": sorted(protected - compared),
+        # a protected domain one side scored but that could not be compared (blocks promotion);
+        # protected domains neither side swept are listed apart (nothing to compare, nothing lost)
+        "protected_not_compared": sorted((protected & (domains_b | domains_c)) - compared),
+        "protected_not_swept": sorted(protected - domains_b - domains_c),
     }
-    missing["count"] = sum(len(v) for v in missing.values())
+    missing["count"] = sum(len(v) for k, v in missing.items() if k != "protected_not_swept")
     return RegressionReport(domains=rows, missing=missing, margin=default_margin, alpha=alpha, q_level=q_level,
                             baseline=baseline_name, candidate=candidate_name)
 

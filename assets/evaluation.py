@@ -1,0 +1,82 @@
+"""Evaluation stage: one benchmark sweep per checkpoint partition, every domain, model loaded once.
+
+``checkpoint_sweep`` (partitioned by ``pipelines.partitions.checkpoint_partitions``) calls
+:func:`training.sweep.sweep_checkpoint`: K samples per eval item, scored by each domain's scorer,
+cached per (checkpoint, item, sample, generation config) in lake table ``results`` so a re-run or
+a resumed run only generates what is missing; one ``sweep_summary`` row per domain; an MLflow run
+with ``score/<domain>`` and ``stderr/<domain>`` against the checkpoint's LoggedModel.
+"""
+
+from typing import Optional
+
+import dagster as dg
+
+from domains import get_registry
+from pipelines.partitions import checkpoint_partitions
+from pipelines.resources import LakeResource, MlflowResource
+
+
+class SweepAssetConfig(dg.Config):
+    domains: list[str] = []
+    """Domains to sweep (empty: every registered domain)."""
+    samples: Optional[int] = None
+    """K samples per item for every domain (None: each domain's eval_samples_per_item)."""
+    limit: Optional[int] = None
+    """At most this many eval items per domain (None: the whole eval set)."""
+    max_new_tokens: int = 256
+    temperature: float = 0.7
+    """Sampling temperature when K > 1 (K = 1 is greedy)."""
+    batch_items: int = 16
+    """Items per generation batch and per committed lake batch."""
+    backend: str = "torch"
+    """torch (CPU default) or vllm (GPU machines with the vllm extra)."""
+    dtype: str = "bfloat16"
+
+
+def _markdown(rows: list[dict]) -> str:
+    head = "| domain | n | K | mean | 95% CI | pass@K | tokens/s | cached |\n|---|---|---|---|---|---|---|---|\n"
+
+    def num(value, fmt):
+        return format(value, fmt) if value is not None else "n/a"
+
+    return head + "\n".join(
+        f"| {r['domain']} | {r['n']} | {r['k']} | {num(r['mean'], '.3f')} | "
+        f"[{num(r['ci_low'], '.3f')}, {num(r['ci_high'], '.3f')}] | {num(r['passk'], '.3f')} | "
+        f"{num(r['tokens_per_s'], '.1f')} | {r['cached']}/{r['cached'] + r['generated']} |" for r in rows)
+
+
+@dg.asset(
+    partitions_def=checkpoint_partitions,
+    group_name="evaluation",
+    kinds={"torch", "parquet", "mlflow"},
+    description="Benchmark sweep of one checkpoint on every domain's eval items (K samples per item, "
+                "cached per item; resumable), with per-domain mean, pass@k, clustered SE and 95% CI.",
+)
+def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig, lake: LakeResource,
+                     mlflow: MlflowResource) -> dg.MaterializeResult:
+    from training.sweep import SweepConfig, sweep_checkpoint
+
+    registry = get_registry()
+    domains = registry.select(names=config.domains or None)
+    sweep_config = SweepConfig(samples=config.samples, limit=config.limit, max_new_tokens=config.max_new_tokens,
+                               temperature=config.temperature, batch_items=config.batch_items)
+    the_lake = lake.lake()
+    result, run_id = sweep_checkpoint(the_lake, mlflow.tracking_uri, context.partition_key, domains,
+                                      config=sweep_config, backend=config.backend, dtype=config.dtype,
+                                      artifact_root=mlflow.artifact_root, log=context.log.info)
+    payload = result.to_json()
+    metadata = {
+        "domains": len(payload["domains"]),
+        "samples_generated": payload["generated"],
+        "samples_cached": payload["cached"],
+        "seconds": dg.MetadataValue.float(payload["seconds"]),
+        "model_loaded": payload["model_loaded"],
+        "summary": dg.MetadataValue.md(_markdown(payload["domains"])),
+        "lake_path": dg.MetadataValue.path(str(the_lake.table_dir("results") / f"checkpoint={result.checkpoint}")),
+    }
+    if run_id:
+        metadata["mlflow_run"] = dg.MetadataValue.url(mlflow.run_url(run_id))
+    for row in payload["domains"]:
+        if row["mean"] is not None:
+            metadata[f"score/{row['domain']}"] = dg.MetadataValue.float(row["mean"])
+    return dg.MaterializeResult(metadata=metadata)

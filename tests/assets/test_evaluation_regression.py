@@ -1,0 +1,133 @@
+"""Sweep, regression report, promotion, sensor and schedule through Dagster's own entry points,
+with real local resources (lake + MLflow SQLite under a tmp ASSAY_HOME) and the real tiny policy."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from datetime import datetime, timezone
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from tests.conftest import write_plugin
+
+SWEEP_CONFIG = {"domains": ["plug"], "limit": 4, "samples": 2, "max_new_tokens": 8, "dtype": "float32",
+                "batch_items": 2}
+
+
+@pytest.fixture(scope="module")
+def tiny_built(tmp_path_factory):
+    from training.policy import ensure_tiny
+
+    return ensure_tiny(tmp_path_factory.mktemp("tiny_assets_home"))
+
+
+@pytest.fixture
+def env(assay_home, tmp_path, tiny_built, monkeypatch):
+    from domains import get_registry
+    from quality.lake import Lake
+    from training.checkpoints import register_checkpoint
+
+    shutil.copytree(tiny_built, assay_home / "models" / "tiny")
+    plugins = tmp_path / "plugins"
+    write_plugin(plugins, "plug")
+    monkeypatch.setenv("ASSAY_DOMAINS_PATH", str(plugins))
+    get_registry(reload=True)
+    lake = Lake.at(assay_home)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", lake.mlflow_uri)  # MLflow 3.17 model-version quirk
+    for name in ("base-tiny", "copy-step000001"):
+        folder = assay_home / "checkpoints" / name
+        shutil.copytree(tiny_built, folder)
+        register_checkpoint(lake, lake.mlflow_uri, checkpoint=name, path=folder, run_id=None,
+                            step=0 if name.startswith("base") else 1, recipe="tiny", base_model="tiny", domains=[])
+    yield lake
+    get_registry(reload=True)
+
+
+def _materialize(assets, key, instance, home, run_config=None):
+    from pipelines.resources import default_resources
+
+    return dg.materialize(assets, partition_key=key, instance=instance, resources=default_resources(str(home)),
+                          run_config=run_config or {}, raise_on_error=False)
+
+
+def _write_fake_sweep(lake, checkpoint: str, scores: list[float]):
+    """A sweep of `plug` (8 items x K=2) written straight to the lake, as another harness would.
+    With 8 items the exact sign-flip test can reach p = 1/256; with 4 it could not go below 1/16."""
+    rows = pl.DataFrame({"checkpoint": checkpoint, "domain": "plug", "item_id": [f"plug-eval-{10000 + i}" for i in range(8)
+                                                                             for _ in range(2)],
+                         "sample_idx": [s for _ in range(8) for s in range(2)], "score": scores,
+                         "completion": "", "latency_s": 0.1, "tokens": 1, "cluster_id": None,
+                         "gen_config": "g", "created_at": datetime.now(timezone.utc).isoformat()})
+    from quality.lake_tables import RESULTS, SWEEP_SUMMARY, conform
+
+    lake.write_batch("results", {"checkpoint": checkpoint, "domain": "plug", "batch": "b1"}, {"part": conform(rows, RESULTS)})
+    summary = pl.DataFrame([{"checkpoint": checkpoint, "domain": "plug", "n": 8, "k": 2, "gen_config": "g"}])
+    lake.write_batch("sweep_summary", {"checkpoint": checkpoint, "domain": "plug"}, {"part": conform(summary, SWEEP_SUMMARY)})
+
+
+@pytest.mark.slow
+def test_sensor_sweep_report_promotion_and_schedule(env, assay_home):
+    lake = env
+    with dg.instance_for_test() as instance:  # persistent (a schedule context needs an instance ref)
+        _run_everything(lake, instance, assay_home)
+
+
+def _run_everything(lake, instance, assay_home):
+    from assets.evaluation import checkpoint_sweep
+    from assets.regression import champion_promotion, regression_report
+    from pipelines.resources import default_resources
+    from pipelines.schedules import nightly_sweep_schedule
+    from pipelines.sensors import new_checkpoint_sensor
+    from quality.promotion import current_champion
+
+    resources = default_resources(str(assay_home))
+
+    # the sensor sees both registered checkpoints, adds their partitions, requests their evaluation
+    ctx = dg.build_sensor_context(instance=instance, resources=resources)
+    result = new_checkpoint_sensor(ctx)
+    assert [r.partition_key for r in result.run_requests] == ["base-tiny", "copy-step000001"]
+    assert result.dynamic_partitions_requests[0].partition_keys == ["base-tiny", "copy-step000001"]
+    assert result.cursor == "2"
+    instance.add_dynamic_partitions("checkpoint", ["base-tiny", "copy-step000001"])
+    again = new_checkpoint_sensor(dg.build_sensor_context(instance=instance, resources=resources, cursor="2"))
+    assert not again.run_requests
+
+    everything = [checkpoint_sweep, regression_report, champion_promotion]
+    config = {"ops": {"checkpoint_sweep": {"config": SWEEP_CONFIG}}}
+    first = _materialize(everything, "base-tiny", instance, assay_home, config)
+    assert first.success
+    meta = first.asset_materializations_for_node("checkpoint_sweep")[0].metadata
+    assert meta["samples_generated"].value == 8 and "plug" in meta["summary"].value
+    assert current_champion(lake.mlflow_uri) == "base-tiny"  # the first champion
+
+    second = _materialize(everything, "copy-step000001", instance, assay_home, config)
+    assert second.success, [e.metadata for e in second.get_asset_check_evaluations()]
+    (check,) = second.get_asset_check_evaluations()
+    assert check.check_name == "no_domain_regression" and check.passed
+    assert current_champion(lake.mlflow_uri) == "copy-step000001"
+    assert lake.read("regression", where={"candidate": "copy-step000001"})["verdict"].to_list() == ["ok"]
+
+    # a candidate that lost every item of a protected domain: the blocking check stops promotion
+    _write_fake_sweep(lake, "copy-step000001", [1.0] * 16)  # replace the champion's sweep: all solved
+    instance.add_dynamic_partitions("checkpoint", ["bad-step000002"])
+    _write_fake_sweep(lake, "bad-step000002", [0.0] * 16)
+    refused = _materialize([regression_report, champion_promotion], "bad-step000002", instance, assay_home,
+                           {"ops": {"regression_report": {"config": {"protected": ["plug"], "margin": 0.0}},
+                                    "champion_promotion": {"config": {"protected": ["plug"], "margin": 0.0}}}})
+    (check,) = refused.get_asset_check_evaluations()
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+    assert not refused.asset_materializations_for_node("champion_promotion")  # blocked
+    assert current_champion(lake.mlflow_uri) == "copy-step000001"
+    decisions = lake.read("promotions").sort("created_at")
+    assert decisions["promoted"].to_list() == [True, True, False]
+    assert "plug" in decisions["reason"][-1]
+
+    # nightly: champion and latest trained checkpoint (deduplicated)
+    sched = dg.build_schedule_context(instance=instance, resources=resources,
+                                      scheduled_execution_time=dt.datetime(2026, 11, 30, 2, tzinfo=dt.timezone.utc))
+    requests = nightly_sweep_schedule(sched)
+    assert [r.partition_key for r in requests] == ["copy-step000001"]
+    assert requests[0].run_key == "nightly-20261130-copy-step000001"
