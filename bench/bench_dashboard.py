@@ -77,23 +77,26 @@ def naive_overview(home: Path) -> int:
     return cells.height
 
 
-def page_load(repeats: int) -> tuple[float, float]:
-    """(first render incl. imports, median cold-cache render) of the Overview page via AppTest."""
+def page_load(repeats: int) -> tuple[float, float, float]:
+    """(first render incl. imports, median cold-cache render, median CPU seconds of it) of the
+    Overview page via AppTest. CPU time is this process's (all threads: the script thread and
+    DuckDB's workers); on a shared machine it shows what the page costs when the cores are free."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    times = []
+    times, cpu = [], []
     for i in range(repeats + 1):
         st.cache_data.clear()
         at = AppTest.from_file(str(REPO / "ui" / "app.py"), default_timeout=120)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         at.run()
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         if at.exception:
             raise RuntimeError(f"overview raised: {at.exception[0].value}")
         if not at.get("vega_lite_chart"):
             raise RuntimeError("overview rendered no heatmap: is the synthetic lake empty?")
-    return times[0], statistics.median(times[1:])
+    return times[0], statistics.median(times[1:]), statistics.median(cpu[1:])
 
 
 def timed(fn, *args, repeats: int) -> tuple[float, object]:
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
 
         naive_s, naive_cells = timed(naive_overview, home, repeats=args.repeats)
         fast_s, fast_cells = timed(fast_overview, home, repeats=args.repeats)
-        first_s, page_s = page_load(args.repeats)
+        first_s, page_s, page_cpu_s = page_load(args.repeats)
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"machine load average (1/5/15 min): {load} on {os.cpu_count()} cores (shared; absolute times drift)")
@@ -142,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"data path   fast  (per-page views + regression table):  {fast_s:.3f} s   "
           f"-> {naive_s / fast_s:.1f}x faster than naive")
     print(f"overview page (AppTest, cold data cache, median of {args.repeats}): {page_s:.3f} s "
-          f"(first render incl. imports {first_s:.3f} s); target < {TARGET_S:.1f} s: "
+          f"(first render incl. imports {first_s:.3f} s; CPU {page_cpu_s:.3f} s); target < {TARGET_S:.1f} s: "
           f"{'MET' if page_s < TARGET_S else 'MISSED'}")
 
 
