@@ -7,11 +7,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import random
 import re
+import subprocess
 import sys
 import threading
 from functools import lru_cache
+from pathlib import Path
 from typing import Callable, Iterator
 
 from domains.builtin._common import answer_candidates, int_seed, normalize_text_answer, stream_split
@@ -133,24 +136,56 @@ def reference_answer(entry: dict) -> str | None:
     return None
 
 
+# Generators whose output depends on str hashing (they iterate sets of strings), so the same seed
+# gives different items in processes with different PYTHONHASHSEED (found by comparing eval sets
+# across processes). Their chunks are generated in a child process with PYTHONHASHSEED=0.
+HASH_SENSITIVE_TASKS = frozenset({"isomorphic_strings", "knight_swap", "polynomial_multiplication",
+                                  "ransom_note", "word_ladder"})
+
+
+def _chunk_entries(task: str, config: dict, size: int, seed: int, chunk_seed_parts: tuple) -> Iterator[dict]:
+    """The raw entries of one dataset chunk (question, answer, JSON-safe metadata), lazily: slow
+    generators only pay for the items a stream consumes."""
+    import reasoning_gym
+
+    with _quiet():
+        ds = reasoning_gym.create_dataset(task, size=size, seed=seed, **config)
+    for i in range(size):
+        with _quiet(), _seeded_globals(int_seed("rg-globals", task, *chunk_seed_parts, i), task):
+            entry = ds[i]
+        yield {"question": entry["question"], "answer": entry.get("answer"),
+               "metadata": json_safe(entry.get("metadata") or {})}
+
+
+def _chunk_entries_hash_stable(task: str, config: dict, size: int, seed: int, chunk_seed_parts: tuple):
+    if task not in HASH_SENSITIVE_TASKS or os.environ.get("PYTHONHASHSEED") == "0":
+        return _chunk_entries(task, config, size, seed, chunk_seed_parts)
+    request = json.dumps({"task": task, "config": config, "size": size, "seed": seed,
+                          "parts": [str(p) for p in chunk_seed_parts]})
+    repo = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONHASHSEED="0",
+               PYTHONPATH=os.pathsep.join([repo] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    out = subprocess.run([sys.executable, "-m", "domains.builtin._rg"], input=request, capture_output=True,
+                         text=True, env=env, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"generating {task} in a PYTHONHASHSEED=0 child failed: {out.stderr[-500:]}")
+    return json.loads(out.stdout)
+
+
 def draw_entries(task: str, config: dict, n: int, *seed_parts: object,
                  prompt_suffix: str = PROMPT_SUFFIX) -> Iterator[dict]:
     """Endless candidates for ``stream_split`` from one task, in chunks of fresh seeds."""
-    import reasoning_gym
-
     chunk = 0
-    size = 2 * n + 16
+    # a child process computes its whole chunk: keep it near the ~2n draws a 50% split needs
+    size = 2 * n + (4 if task in HASH_SENSITIVE_TASKS else 16)
     while True:
-        with _quiet():
-            ds = reasoning_gym.create_dataset(task, size=size, seed=int_seed("rg", task, *seed_parts, chunk), **config)
-        for i in range(size):
-            with _quiet(), _seeded_globals(int_seed("rg-globals", task, *seed_parts, chunk, i), task):
-                entry = ds[i]
+        parts = (*seed_parts, chunk)
+        for entry in _chunk_entries_hash_stable(task, config, size, int_seed("rg", task, *parts), parts):
             reference = reference_answer(entry)
             if reference is None:
                 continue
             meta = {"task": task, "rg_answer": None if entry.get("answer") is None else str(entry["answer"]),
-                    "rg_metadata": json_safe(entry.get("metadata") or {})}
+                    "rg_metadata": entry["metadata"]}
             if config:
                 meta["rg_config"] = config
             yield {"key": entry["question"], "prompt": entry["question"] + prompt_suffix,
@@ -233,3 +268,15 @@ def mixed_score(tasks: dict[str, dict]):
         return score_with_verifier(completion, sample, task=task)
 
     return score
+
+
+def _child_main() -> None:
+    """``python -m domains.builtin._rg``: one chunk, as JSON on stdout (see HASH_SENSITIVE_TASKS)."""
+    request = json.loads(sys.stdin.read())
+    entries = _chunk_entries(request["task"], request["config"], request["size"], request["seed"],
+                             tuple(request["parts"]))
+    sys.stdout.write(json.dumps(list(entries)))
+
+
+if __name__ == "__main__":
+    _child_main()

@@ -66,3 +66,27 @@ def test_every_pack_domain_passes_the_self_test():
         if not result["passed"]:
             failures[domain.name] = {k: v["detail"][:200] for k, v in result["checks"].items() if not v["passed"]}
     assert not failures, failures
+
+
+def test_items_are_the_same_in_processes_with_different_str_hashing():
+    """Eval sets must not change between processes: tasks that iterate sets of strings are
+    generated under PYTHONHASHSEED=0 (HASH_SENSITIVE_TASKS)."""
+    import os
+    import subprocess
+    import sys
+
+    from domains.builtin import _rg
+    from tests.conftest import REPO
+
+    assert _rg.HASH_SENSITIVE_TASKS <= set(pack.TASKS)
+    code = ("import json; from domains import load_registry; r = load_registry(None); "
+            "print(json.dumps({n: r.get(n).generate('eval', 6, 0) for n in "
+            "('rg_ransom_note', 'rg_word_ladder', 'rg_chain_sum')}, sort_keys=True))")
+    outputs = []
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                             env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        outputs.append(out.stdout)
+    assert outputs[0] == outputs[1]
