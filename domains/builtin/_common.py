@@ -5,6 +5,9 @@ Splits are decided by content, not by seed: an item's *key* (its normalized prom
 identity the domain chooses) hashes into a bucket, and the bucket fixes the split. The same item
 can therefore never be in both "train" and "eval", whatever seeds are used, which matters most
 for templated data whose item space is small (2-term single-digit sums have ~200 items).
+The salt is the same for every domain, so an item that two domains can both generate (a chain
+sum in ``math_arith`` and in ``rg_chain_sum``) sits on the same side in both when they use the
+same eval share; a train row of one domain is then never an eval item of another.
 Within one call a stream also skips repeats, so a split holds each item once.
 """
 

