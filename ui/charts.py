@@ -8,6 +8,8 @@ import altair as alt
 import polars as pl
 
 STATUS_COLOURS = {"regressed": "#d62728", "warn": "#ff9f1c", "improved": "#2ca02c", "unchanged": "#c7c7c7"}
+STATUS_LABELS = {"regressed": "regression (protected: blocks)", "warn": "significant drop (warn)",
+                 "improved": "improved (CI > 0)", "unchanged": "unchanged"}
 VERDICT_COLOURS = {"regression": "#d62728", "warn": "#ff9f1c", "ok": "#2ca02c"}
 
 
@@ -23,6 +25,7 @@ def verdict_heatmap(cells: pl.DataFrame, domains: list[str]) -> alt.Chart:
         (pl.col("ci_low") * 100).round(1).alias("ci_low_pts"),
         (pl.col("ci_high") * 100).round(1).alias("ci_high_pts"),
         (pl.col("mde") * 100).round(1).alias("mde_pts"),
+        pl.col("status").replace_strict(STATUS_LABELS, default="unchanged").alias("status_label"),
     )
     checkpoints = (data.select("candidate", "position").unique().sort("position")["candidate"].to_list()
                    if data.height else [])
@@ -32,8 +35,8 @@ def verdict_heatmap(cells: pl.DataFrame, domains: list[str]) -> alt.Chart:
         y=alt.Y("domain:N", sort=domains, title="domain"),
     )
     rects = base.mark_rect(stroke="white", strokeWidth=1).encode(
-        color=alt.Color("status:N", title="verdict vs champion",
-                        scale=alt.Scale(domain=list(STATUS_COLOURS), range=list(STATUS_COLOURS.values()))),
+        color=alt.Color("status_label:N", title="verdict vs champion",
+                        scale=alt.Scale(domain=list(STATUS_LABELS.values()), range=list(STATUS_COLOURS.values()))),
         tooltip=[alt.Tooltip("domain:N"), alt.Tooltip("candidate:N", title="candidate"),
                  alt.Tooltip("baseline:N", title="champion (baseline)"),
                  alt.Tooltip("delta_pts:Q", title="Δ score (pts)"),

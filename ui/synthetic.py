@@ -107,8 +107,22 @@ def _bh(pvalues: list[float]) -> list[float]:
     return q
 
 
+def _holm(pvalues: list[float]) -> list[float]:
+    """Holm step-down adjusted p-values, in input order."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 def paired_comparison(base: list[float], cand: list[float]) -> dict:
-    """Paired normal-approximation test of per-item means (what the regression stage reports)."""
+    """One-sided paired test for a drop in per-item means (normal approximation), with the
+    fields the regression stage reports (``quality.regression`` uses exact tests; the dashboard
+    only needs the same columns and verdict rule)."""
     diffs = [c - b for b, c in zip(base, cand)]
     n = len(diffs)
     delta = sum(diffs) / n
@@ -117,7 +131,7 @@ def paired_comparison(base: list[float], cand: list[float]) -> dict:
     z = delta / se
     return {
         "delta": delta, "ci_low": delta - 1.96 * se, "ci_high": delta + 1.96 * se,
-        "p": min(1.0, 2 * _normal_sf(abs(z))), "mde": 2.8 * se,
+        "p": 1.0 - _normal_sf(z), "mde": 2.5 * se,
         "items_lost": sum(1 for b, c in zip(base, cand) if b >= PASS_THRESHOLD > c),
         "items_gained": sum(1 for b, c in zip(base, cand) if c >= PASS_THRESHOLD > b),
     }
@@ -190,13 +204,17 @@ def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now:
     for i, cand in enumerate(ckpts[1:], start=1):
         stats = {d: paired_comparison(scores[(champion, d)], scores[(cand, d)]) for d in names}
         qs = _bh([stats[d]["p"] for d in names])
+        guarded = [d for d in names if d in protected]
+        holm = dict(zip(guarded, _holm([stats[d]["p"] for d in guarded])))
         rows = []
         for d, q in zip(names, qs):
             s = stats[d]
+            # the verdict rule of quality.regression: Holm over protected domains -> regression,
+            # BH over all domains -> warn
             verdict = "ok"
-            if s["delta"] < 0 and q < 0.05:
+            if d in protected and holm[d] <= 0.05:
                 verdict = "regression"
-            elif s["delta"] < 0 and s["p"] < 0.05:
+            elif q <= 0.05:
                 verdict = "warn"
             rows.append({"candidate": cand, "baseline": champion, "domain": d, "n": spec.items, "k": spec.k,
                          **s, "q": q, "verdict": verdict, "protected": d in protected,

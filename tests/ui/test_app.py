@@ -49,7 +49,7 @@ def test_overview_counts_match_the_lake(lake_env):
     latest = latest.filter(pl.col("domain").is_in(mine))
     metrics = _metrics(at)
     assert metrics["Domains"] == str(len(mine))
-    assert metrics["Regressed"] == str(latest.filter(pl.col("verdict") == "regression").height)
+    assert metrics["Regressed"] == str(latest.filter(pl.col("verdict").is_in(["regression", "warn"])).height)
     improved = latest.filter((pl.col("verdict") == "ok") & (pl.col("ci_low") > 0)).height
     assert metrics["Improved"] == str(improved)
     assert int(metrics["Regressed"]) + int(metrics["Improved"]) + int(metrics["Unchanged"]) == len(mine)
@@ -125,6 +125,20 @@ def test_regressions_page_marks_protected_domains(lake_env):
     at.multiselect(key="regressions_verdicts").set_value(["ok"]).run()
     assert set(at.dataframe[0].value["verdict"]) == {"ok"}
     assert len(at.get("vega_lite_chart")) == 1
+
+
+def test_regressions_page_explains_a_refused_promotion(lake_env):
+    refused = Lake.at(lake_env["home"]).read("promotions").filter(~pl.col("promoted")).row(0, named=True)
+    at = _open("regressions")
+    box = at.selectbox(key="regressions_pick")
+    choice = next(i for i, label in enumerate(box.options) if label.startswith(refused["candidate"] + " vs "))
+    box.select_index(choice).run()
+    assert not at.exception
+    rows = Lake.at(lake_env["home"]).read("regression").filter(pl.col("candidate") == refused["candidate"])
+    metrics = _metrics(at)
+    assert metrics["Regressions"] == str(rows.filter(pl.col("verdict") == "regression").height) != "0"
+    assert metrics["Protected regressions"] != "0"
+    assert any("refused" in e.value and refused["reason"] in e.value for e in at.error)
 
 
 @pytest.mark.parametrize("page", list(PAGES))

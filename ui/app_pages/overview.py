@@ -41,9 +41,10 @@ failures_in_view = int(matching["gate_failures_24h"].sum()) if matching.height e
 candidate = latest["candidate"][0] if latest.height else None
 top[0].metric("Domains", f"{matching.height}", help=f"{table.height} in all; filters in the sidebar")
 top[1].metric("Improved", counts["improved"], help="delta CI above zero vs the champion")
-top[2].metric("Regressed", counts["regressed"], help="verdict 'regression' (FDR-controlled)")
-top[3].metric("Unchanged", counts["unchanged"] + counts["warn"],
-              help=f"of which {counts['warn']} with a warning (nominal p < 0.05, not significant after FDR)")
+top[2].metric("Regressed", counts["regressed"] + counts["warn"],
+              help=f"significant drop vs the champion (verdict warn or regression); {counts['regressed']} of "
+                   "them on protected domains (verdict regression), which blocks promotion")
+top[3].metric("Unchanged", counts["unchanged"], help="no significant drop and no CI above zero")
 top[4].metric("Gate failures (24 h)", failures_in_view,
               help="failed gate expectations evaluated in the last 24 hours, in the domains shown")
 

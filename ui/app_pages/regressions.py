@@ -18,7 +18,8 @@ if not listing.height:
 
 labels = {(r["candidate"], r["baseline"]): f"{r['candidate']} vs {r['baseline']} · {r['created_at']} · "
           f"{r['regressions']} regression(s)" for r in listing.iter_rows(named=True)}
-key = st.selectbox("Comparison (newest first)", list(labels), format_func=labels.get, key="regressions_pick")
+by_label = {label: key for key, label in labels.items()}
+key = by_label[st.selectbox("Comparison (newest first)", list(by_label), key="regressions_pick")]
 candidate, baseline = key
 rows = report["rows"][key]
 names = components.filtered_domains(registry, rows["domain"].to_list())
