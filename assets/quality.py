@@ -62,7 +62,7 @@ def _log_mlflow(mlflow: MlflowResource, result: GateEvaluation, outcomes: dict) 
             mlflow_lib.entities.Metric("expectations_total", len(gate_outcomes), 0, 0),
         ], params=[mlflow_lib.entities.Param("domain", result.domain), mlflow_lib.entities.Param("gate", gate)])
         frame = result.frames.get(gate)
-        if frame is not None:
+        if frame is not None and frame.height:  # mlflow cannot describe an empty frame
             dataset = mlflow_lib.data.from_pandas(frame.head(10_000).to_pandas(),
                                                   name=f"{result.domain}-{gate}-{result.evaluation}")
             client.log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(),

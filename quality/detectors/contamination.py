@@ -3,7 +3,10 @@
 The eval items are ``Domain.eval_items()`` of every domain in ``GateContext.all_domains`` (what
 sweeps benchmark). Generating them for ~115 domains is slow, so each domain's items are cached
 per process and on disk under ``$ASSAY_HOME/cache/eval_items/`` keyed by the domain's name,
-eval size and the source file (path + mtime) of its ``samples`` function.
+eval size and the source file (path + mtime) of its ``samples`` function. ``make install`` may
+prebuild the built-in domains' items into ``<venv>/share/assay-data/cache/eval_items/``
+(``python -m quality.detectors.contamination``), which every ``ASSAY_HOME`` then reads first;
+the key includes the source mtime, so an edited domain is never served stale items.
 
 A train row (rows with ``split == "eval"`` are the eval items themselves and are skipped) is
 contaminated when, for some eval item, both hold:
@@ -56,7 +59,10 @@ def eval_items_frame(domain: Any, cache_dir: Path | None) -> pl.DataFrame:
     if key in _ITEMS_CACHE:
         return _ITEMS_CACHE[key]
     path = cache_dir / f"{key}.parquet" if cache_dir else None
-    if path is not None and path.exists():
+    shared = shared_cache_dir() / f"{key}.parquet"
+    if shared.exists():
+        frame = pl.read_parquet(shared)
+    elif path is not None and path.exists():
         frame = pl.read_parquet(path)
     else:
         items = domain.eval_items()
@@ -70,6 +76,28 @@ def eval_items_frame(domain: Any, cache_dir: Path | None) -> pl.DataFrame:
             os.replace(tmp, path)  # atomic: parallel ingests may race to write it
     _ITEMS_CACHE[key] = frame
     return frame
+
+
+def shared_cache_dir() -> Path:
+    import sys
+
+    return Path(sys.prefix) / "share" / "assay-data" / "cache" / "eval_items"
+
+
+def main() -> int:
+    """Prebuild the eval-item cache of every built-in domain (run by ``make install``)."""
+    import time
+
+    from domains.registry import load_registry
+
+    started = time.perf_counter()
+    registry = load_registry(None)
+    target = shared_cache_dir()
+    for domain in registry:
+        eval_items_frame(domain, target)
+    print(f"eval items of {len(registry)} built-in domains cached under {target} "
+          f"in {time.perf_counter() - started:.0f} s")
+    return 0
 
 
 @dataclass
@@ -169,3 +197,7 @@ class ContaminationDetector:
                                     threshold(ctx, "contamination_ngram_overlap", DEFAULT_NGRAM_OVERLAP))
             out[idx.to_numpy()[hit]] = True
         return pl.Series(self.code, out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
