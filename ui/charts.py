@@ -108,7 +108,7 @@ def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:
         (pl.col("delta") * 100).alias("delta_pts"), (pl.col("ci_low") * 100).alias("ci_low_pts"),
         (pl.col("ci_high") * 100).alias("ci_high_pts"))
     order = data["domain"].to_list()
-    y = alt.Y("domain:N", sort=order, title="domain")
+    y = alt.Y("domain:N", sort=order, title="domain", axis=alt.Axis(labelOverlap=False))
     bars = alt.Chart(_pandas(data)).mark_rule().encode(
         y=y, x=alt.X("ci_low_pts:Q", title="Δ score vs baseline (percentage points, 95% CI)"), x2="ci_high_pts:Q")
     dots = alt.Chart(_pandas(data)).mark_point(filled=True, size=60).encode(
@@ -118,7 +118,7 @@ def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:
         tooltip=["domain", alt.Tooltip("delta_pts:Q", title="Δ (pts)", format="+.1f"),
                  alt.Tooltip("q:Q", format=".3f"), "verdict", "protected"])
     zero = alt.Chart(_pandas(pl.DataFrame({"x": [0.0]}))).mark_rule(strokeDash=[4, 4], color="grey").encode(x="x:Q")
-    return (bars + dots + zero).properties(height=alt.Step(18),
+    return (bars + dots + zero).properties(height=alt.Step(20),
                                            title=f"Δ with 95% CI, {data.height} lowest deltas")
 
 

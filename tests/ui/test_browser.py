@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ui.serve import REPO, chromium_page, served_app, visit
+from pathlib import Path
+
+from tests.ui.serve import CHROMIUM, REPO, chromium_page, served_app, visit
 
 ARTIFACTS = REPO / "tests" / ".artifacts"
 
@@ -12,6 +14,9 @@ ARTIFACTS = REPO / "tests" / ".artifacts"
 @pytest.mark.browser
 @pytest.mark.timeout(300)
 def test_every_page_in_chromium(lake_env):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no browser at {CHROMIUM}: run `make test-deps` (apt-get install -y chromium) "
+                    "or set ASSAY_CHROMIUM to a Chromium binary")
     domain = lake_env["domains"][2]
     env = {"ASSAY_HOME": str(lake_env["home"]), "ASSAY_DOMAINS_PATH": str(lake_env["plugins"])}
     checks = {
