@@ -35,7 +35,7 @@ def verdict_heatmap(cells: pl.DataFrame, domains: list[str]) -> alt.Chart:
         y=alt.Y("domain:N", sort=domains, title="domain"),
     )
     rects = base.mark_rect(stroke="white", strokeWidth=1).encode(
-        color=alt.Color("status_label:N", title="verdict vs champion",
+        color=alt.Color("status_label:N", title="verdict vs champion", legend=alt.Legend(labelLimit=320),
                         scale=alt.Scale(domain=list(STATUS_LABELS.values()), range=list(STATUS_COLOURS.values()))),
         tooltip=[alt.Tooltip("domain:N"), alt.Tooltip("candidate:N", title="candidate"),
                  alt.Tooltip("baseline:N", title="champion (baseline)"),
