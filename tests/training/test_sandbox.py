@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.training.sandbox_helpers import needs_bwrap, needs_root
-from training.sandbox import (ExecutionRequest, Limits, Sandbox, SandboxConfig, SandboxPool, SandboxUnavailable,
-                              run_program)
+from training.sandbox import (ExecutionRequest, Limits, Sandbox, SandboxConfig, SandboxError, SandboxPool,
+                              SandboxUnavailable, run_program)
 
 pytestmark = needs_bwrap
 FAST = Limits(cpu_s=5, wall_s=10, memory_mb=256)
@@ -134,12 +134,50 @@ print(os.getuid(), kids, resource.getrlimit(resource.RLIMIT_AS)[0] >> 20)
     assert sandbox.run_program("x = bytearray(1 << 30)", limits=FAST).status == "memory"
 
 
+def test_a_failed_sandbox_setup_is_retried_then_raised(monkeypatch):
+    import training.sandbox.runner as runner
+
+    real_launch, calls = runner._launch, []
+
+    def broken_once(command, *args, **kwargs):  # bwrap rejects the option: a setup failure
+        calls.append(command)
+        if len(calls) == 1 or always_broken:
+            command = [command[0], "--not-a-bwrap-option", *command[1:]]
+        return real_launch(command, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "_launch", broken_once)
+    always_broken = False
+    retried = run_program("print(open('data.txt').read(), input())", files={"data.txt": "kept"}, stdin="in", limits=FAST)
+    assert len(calls) == 2 and (retried.status, retried.stdout) == ("ok", "kept in\n"), retried
+    always_broken = True
+    with pytest.raises(SandboxError, match="failed to set up.*not-a-bwrap-option"):
+        run_program("print(1)", limits=FAST)
+
+
 # -- refusal without isolation, and the unsafe opt-in ---------------------------------------------
 
 def test_refuses_without_isolation():
     sandbox = Sandbox(SandboxConfig(bwrap="/nonexistent/bwrap"))
     with pytest.raises(SandboxUnavailable, match="bubblewrap.*not installed.*ASSAY_UNSAFE_LOCAL_EXEC=1"):
         sandbox.run_program("print(1)")
+
+
+def test_refuses_when_bwrap_cannot_build_namespaces():
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp(prefix="fake-bwrap-", dir="/tmp"))  # reachable by the sandbox uid
+    try:
+        folder.chmod(0o755)
+        fake = folder / "bwrap"  # what bwrap says where user namespaces are disabled
+        fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+        fake.chmod(0o755)
+        sandbox = Sandbox(SandboxConfig(bwrap=str(fake)))
+        with pytest.raises(SandboxUnavailable, match="cannot create a sandbox here: bwrap: No permissions"):
+            sandbox.run_program("print(1)")
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_unsafe_opt_in_runs_and_warns_on_every_run(capfd):

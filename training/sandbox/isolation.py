@@ -128,17 +128,18 @@ _PROBES: dict[tuple, str | None] = {}
 _PROBE_MUTEX = threading.Lock()
 
 
-def probe_bwrap(bwrap: str, uid: int | None) -> str | None:
-    """None when bwrap can build a sandbox here as ``uid``, else why not (cached per process)."""
-    key = (bwrap, uid is not None)
+def probe_bwrap(command: tuple[str, ...], uid: int | None) -> str | None:
+    """None when bwrap runs ``command`` (the real sandbox around ``true``) as ``uid``, else why not.
+
+    Cached per process: a machine either supports the sandbox or not.
+    """
+    key = (command, uid is not None)
     with _PROBE_MUTEX:
         if key in _PROBES:
             return _PROBES[key]
-        command = [bwrap, "--unshare-all", "--die-with-parent", *host_root_binds(), "--proc", "/proc",
-                   "--dev", "/dev", "--", "/usr/bin/true" if Path("/usr/bin/true").exists() else "/bin/true"]
         kwargs = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=30, cwd="/",
+            done = subprocess.run(list(command), capture_output=True, text=True, timeout=30, cwd="/",
                                   env={"PATH": "/usr/bin:/bin"}, **kwargs)
             reason = None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")
         except (OSError, subprocess.SubprocessError) as exc:

@@ -178,32 +178,33 @@ class Sandbox:
     def _resolve(self) -> None:
         self._interpreter, extra_binds = find_interpreter(self.config)
         bwrap = find_bwrap(self.config)
+        binds: list[str] = []
+        for folder in extra_binds:
+            binds += ["--ro-bind", folder, folder]
+        base_args = (
+            # --as-pid-1: the program itself is pid 1, so bwrap's monitor reaps it before exiting.
+            # With bwrap's own init instead, the monitor exits on an eventfd message, init is
+            # reaped late by the host's init, and each run leaves a phantom RLIMIT_NPROC charge on
+            # its uid for ~1.7 s and no CPU accounting (both measured here).
+            bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
+            *host_root_binds(), *binds, *DEV_ARGS, "--proc", "/proc",
+        )
         if bwrap is None:
             problem = "bubblewrap (bwrap) is not installed" + (f" at {self.config.bwrap}" if self.config.bwrap else "")
         else:
-            probe_uid = None
-            if self._is_root:
-                allocator = allocator_for(self.config.uid_base)
-                probe_uid, _ = allocator.acquire()
+            # Probe with the real set-up (scratch, read-only root), so an old or crippled bwrap is
+            # refused here with its own words rather than failing every run later.
+            probe = (*base_args, "--size", str(1 << 20), "--tmpfs", SCRATCH, "--remount-ro", "/", "--", "true")
+            allocator = allocator_for(self.config.uid_base) if self._is_root else None
+            probe_uid = allocator.acquire()[0] if allocator else None
             try:
-                reason = probe_bwrap(bwrap, probe_uid)
+                reason = probe_bwrap(probe, probe_uid)
             finally:
-                if probe_uid is not None:
+                if allocator:
                     allocator.release(probe_uid)
             problem = None if reason is None else f"bubblewrap cannot create a sandbox here: {reason}"
         if problem is None:
-            self._mode, self._bwrap = "bubblewrap", bwrap
-            binds: list[str] = []
-            for folder in extra_binds:
-                binds += ["--ro-bind", folder, folder]
-            self._base_args = (
-                # --as-pid-1: the program itself is pid 1, so bwrap's monitor reaps it before exiting.
-                # With bwrap's own init instead, the monitor exits on an eventfd message, init is
-                # reaped late by the host's init, and each run leaves a phantom RLIMIT_NPROC charge on
-                # its uid for ~1.7 s and no CPU accounting (both measured here).
-                bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
-                *host_root_binds(), *binds, *DEV_ARGS, "--proc", "/proc",
-            )
+            self._mode, self._bwrap, self._base_args = "bubblewrap", bwrap, base_args
         elif self.config.allow_unsafe:
             self._mode, self._why_unavailable = "none", problem
         else:
@@ -216,7 +217,7 @@ class Sandbox:
                     limits: Limits | None = None, argv: Sequence[str] = ()) -> ExecutionResult:
         """Run Python ``source`` (saved as ``main.py`` in the scratch folder) with ``argv``."""
         self.isolation  # resolve first: the interpreter depends on it
-        all_files = {PROGRAM_NAME: source, **dict(files or {})}
+        all_files = {**dict(files or {}), PROGRAM_NAME: source}
         return self.run_command([self._interpreter, "-E", "-s", "-B", PROGRAM_NAME, *argv],
                                 stdin=stdin, files=all_files, limits=limits)
 
@@ -234,6 +235,7 @@ class Sandbox:
 
     def _run_bwrap(self, command: list[str], stdin: bytes, files: dict[str, bytes], limits: Limits) -> ExecutionResult:
         fds: list[int] = []
+        file_fds: list[int] = []
         args = [*self._base_args, "--size", str(limits.scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", SCRATCH]
         made_dirs: set[str] = set()
         try:
@@ -244,6 +246,7 @@ class Sandbox:
                         args += ["--dir", f"{SCRATCH}/{parent}"]
                 fd = _memfd("sandbox-file", data)
                 fds.append(fd)
+                file_fds.append(fd)
                 args += ["--file", str(fd), f"{SCRATCH}/{name}"]
             status_read, status_write = os.pipe2(os.O_CLOEXEC)
             fds += [status_read, status_write]
@@ -259,8 +262,8 @@ class Sandbox:
                     # Non-root: no uid of our own to count on, so the user's own process limit applies.
                     nproc = limits.nproc + OWN_PROCESSES + lingering if uid is not None else None
                     argv, spawn = _launch(args, limits, nproc, uid, self._prlimit, self._setpriv)
-                    if stdin_fd is not None:
-                        os.lseek(stdin_fd, 0, os.SEEK_SET)
+                    for fd in file_fds + ([stdin_fd] if stdin_fd is not None else []):
+                        os.lseek(fd, 0, os.SEEK_SET)  # a retry must read every file from the start
                     result, setup_error = self._supervise(
                         argv, limits, stdin_fd, spawn=spawn, status_fd=status_read,
                         pass_fds=[fd for fd in fds if fd not in (status_read, stdin_fd)])
