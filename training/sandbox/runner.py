@@ -2,14 +2,16 @@
 
 What a sandboxed program gets (and nothing else):
 
-- a read-only ``/usr`` (with the ``/bin``, ``/lib*`` links into it), a fresh ``/dev`` and a ``/proc``
+- a read-only ``/usr`` (with the ``/bin``, ``/lib*`` links into it), a read-only root, a minimal
+  ``/dev`` (null, zero, full, random, urandom; ``/dev/shm`` points into the scratch) and a ``/proc``
   of its own pid namespace; no ``/etc``, no ``/home``, no ``/root``, no repository, no host ``/tmp``;
 - a private writable scratch folder: a tmpfs at ``/tmp`` of ``Limits.scratch_mb`` (its cwd and
   ``$HOME``), holding the program and the extra files given;
 - no network (its own empty network namespace: only a loopback with nothing listening);
 - a minimal environment (PATH, HOME, TMPDIR, LANG, USER): nothing of the parent's leaks;
-- a numeric uid that owns nothing on the host, so root-only files stay unreadable, it cannot signal
-  any other process, and RLIMIT_NPROC (ignored for root) applies;
+- a numeric uid that owns nothing on the host (when started as root; see ``uids``), so root-only
+  files stay unreadable, it cannot signal any other process, and RLIMIT_NPROC (ignored for root)
+  applies per run; started by another user, it runs as that user inside the same namespaces;
 - rlimits on CPU seconds, address space, file size, processes and open files; a wall-clock limit;
   stdout/stderr capped at ``Limits.output_bytes`` (more than that and it is killed).
 
