@@ -19,8 +19,13 @@ class ExecutionResult:
     ``returncode`` is the exit code, or ``-N`` when signal N ended the program (subprocess's
     convention). ``stdout``/``stderr`` are decoded as UTF-8 (invalid bytes replaced) and capped at
     ``Limits.output_bytes`` each; ``truncated`` says whether anything was cut. ``limit`` names the
-    limit that ended the run (``wall``, ``cpu``, ``memory``, ``output``) or is None. ``isolation``
-    is ``bubblewrap`` or ``none`` (only under ASSAY_UNSAFE_LOCAL_EXEC=1).
+    limit that ended the run (``wall``, ``cpu``, ``memory``, ``output``) or is None. ``cpu_s`` is
+    the CPU time of the program and the children it waited for (plus bwrap's own few ms).
+    ``isolation`` is ``bubblewrap`` or ``none`` (only under ASSAY_UNSAFE_LOCAL_EXEC=1).
+
+    ``status`` is ``memory`` when the program died of the address-space limit, recognized by what
+    it leaves on stderr (Python's MemoryError, C's "Cannot allocate memory", C++'s bad_alloc);
+    an exit code cannot tell. A wall or CPU kill is ``timeout`` whatever the program printed.
     """
 
     status: Status
