@@ -136,7 +136,7 @@ def domain_detail(home: str, domain: str) -> dict:
     if verdict:
         where = [{"checkpoint": verdict["candidate"], "domain": domain},
                  {"checkpoint": verdict["baseline"], "domain": domain}]
-        con = Q.open_views(lake, {"results": where, "samples": mine})
+        con = Q.open_views(lake, {"results": where, "sweep_summary": where, "samples": mine})
         try:
             detail["items"] = Q.item_changes(con, domain, verdict["baseline"], verdict["candidate"])
         finally:

@@ -396,7 +396,8 @@ def latest_regression(con, domain: str) -> dict | None:
 
 def item_changes(con, domain: str, baseline: str, candidate: str) -> pl.DataFrame:
     """Per eval item: mean score and first completion under baseline and candidate, a ``change``
-    (lost | gained | same), and the prompt and answer when the samples table has them."""
+    (lost | gained | same, as quality.regression counts them), and the prompt and answer when the
+    samples table has them."""
     if not has_view(con, "results"):
         return pl.DataFrame()
     prompt_join, prompt_cols = "", "NULL::VARCHAR AS prompt, NULL::VARCHAR AS answer"
@@ -404,11 +405,21 @@ def item_changes(con, domain: str, baseline: str, candidate: str) -> pl.DataFram
         prompt_join = ("LEFT JOIN (SELECT id, any_value(prompt) AS prompt, any_value(answer) AS answer "
                        "FROM samples WHERE domain = $1 AND split = 'eval' GROUP BY id) s ON s.id = b.item_id")
         prompt_cols = "s.prompt, s.answer"
+    # A sweep may have scored a checkpoint under several generation configs and re-run items:
+    # keep the config of the checkpoint's newest sweep summary and the newest row per sample.
+    config_filter = ""
+    if has_view(con, "sweep_summary"):
+        config_filter = """AND (checkpoint, gen_config) IN (
+            SELECT checkpoint, arg_max(gen_config, created_at) FROM sweep_summary
+            WHERE domain = $1 AND checkpoint IN ($2, $3) GROUP BY checkpoint)"""
     return _frame(con, f"""
-        WITH per AS (
+        WITH scored AS (
+            SELECT * FROM results WHERE domain = $1 AND checkpoint IN ($2, $3) {config_filter}
+            QUALIFY row_number() OVER (PARTITION BY checkpoint, item_id, sample_idx ORDER BY created_at DESC) = 1),
+        per AS (
             SELECT checkpoint, item_id, avg(score) AS score,
                    arg_min(completion, sample_idx) AS completion
-            FROM results WHERE domain = $1 AND checkpoint IN ($2, $3) GROUP BY checkpoint, item_id),
+            FROM scored GROUP BY checkpoint, item_id),
         b AS (SELECT * FROM per WHERE checkpoint = $2), c AS (SELECT * FROM per WHERE checkpoint = $3)
         SELECT b.item_id, b.score AS baseline_score, c.score AS candidate_score,
                CASE WHEN b.score >= {PASS_THRESHOLD} AND c.score < {PASS_THRESHOLD} THEN 'lost'

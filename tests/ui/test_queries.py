@@ -117,3 +117,30 @@ def test_views_rebind_by_name_when_an_old_file_lacks_a_column(assay_home):
     assert rows == [("d1", None), ("d2", "x")] and views.by_name
     with pytest.raises(Exception, match="no_such_column"):  # a real error still surfaces
         views.rows("SELECT no_such_column FROM promotions")
+
+
+def test_item_changes_use_the_newest_sweep_config_and_rows(assay_home):
+    lake = Lake.at(assay_home)
+
+    def results(checkpoint, batch, config, at, scores):
+        rows = [{"checkpoint": checkpoint, "domain": "a", "item_id": f"i{j}", "sample_idx": 0, "score": s,
+                 "completion": f"{checkpoint}-{config}-{j}", "gen_config": config, "created_at": at}
+                for j, s in enumerate(scores)]
+        lake.write_batch("results", {"checkpoint": checkpoint, "domain": "a", "batch": batch},
+                         {"part": T.conform(pl.DataFrame(rows), T.RESULTS)})
+
+    def summary(checkpoint, config, at):
+        row = {"checkpoint": checkpoint, "domain": "a", "gen_config": config, "created_at": at}
+        lake.write_batch("sweep_summary", {"checkpoint": checkpoint, "domain": "a"},
+                         {"part": T.conform(pl.DataFrame([row]), T.SWEEP_SUMMARY)})
+
+    results("base", "b1", "greedy", "2026-11-01", [1.0, 1.0, 0.0])
+    results("cand", "b1", "sampled", "2026-11-01", [1.0, 1.0, 1.0])  # another config: ignored
+    results("cand", "b2", "greedy", "2026-11-02", [0.0, 1.0, 0.0])
+    results("cand", "b3", "greedy", "2026-11-03", [0.0, 1.0, 1.0])  # a re-run of the same samples: newest wins
+    summary("base", "greedy", "2026-11-01")
+    summary("cand", "greedy", "2026-11-03")
+    con = Q.open_views(lake, ["results", "sweep_summary"])
+    items = Q.item_changes(con, "a", "base", "cand").sort("item_id")
+    assert items["change"].to_list() == ["lost", "same", "gained"]
+    assert items["candidate_completion"].to_list() == ["cand-greedy-0", "cand-greedy-1", "cand-greedy-2"]
