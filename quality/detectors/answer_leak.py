@@ -37,8 +37,21 @@ class AnswerLeakDetector:
             return no_flags(frame)
         min_chars = int(threshold(ctx, "answer_leak_min_chars", DEFAULT_MIN_CHARS))
         answer = _norm(pl.col("answer").fill_null(""))
-        after_marker = _norm(pl.col("prompt").fill_null("").str.extract(MARKER, 1)).fill_null("")
-        prompt = _norm(pl.col("prompt").fill_null(""))
-        stated = (answer != "") & ((after_marker == answer) | after_marker.str.starts_with(answer + pl.lit(" ")))
-        copied = (answer.str.len_chars() >= min_chars) & prompt.str.contains(answer, literal=True)
-        return frame.select((stated | copied).fill_null(False).alias(self.code))[self.code]
+        # rule 1, only where a marker occurs (a cheap vectorised pre-test)
+        marked = frame.select(pl.col("prompt").fill_null("").str.contains(MARKER).alias("m"))["m"]
+        out = pl.Series(self.code, [False] * frame.height, dtype=pl.Boolean)
+        idx = marked.arg_true()
+        if len(idx):
+            sub = frame[idx]
+            after = _norm(pl.col("prompt").fill_null("").str.extract(MARKER, 1)).fill_null("")
+            hit = sub.select(((answer != "") & ((after == answer) | after.str.starts_with(answer + pl.lit(" "))))
+                             .fill_null(False).alias("h"))["h"]
+            out = out.scatter(idx.filter(hit), True) if hit.any() else out
+        # rule 2, only for long answers
+        long_idx = frame.select((pl.col("answer").fill_null("").str.len_chars() >= min_chars).alias("l"))["l"].arg_true()
+        if len(long_idx):
+            sub = frame[long_idx]
+            hit = sub.select((answer.str.len_chars() >= min_chars)
+                             & _norm(pl.col("prompt").fill_null("")).str.contains(answer, literal=True))[:, 0].fill_null(False)
+            out = out.scatter(long_idx.filter(hit), True) if hit.any() else out
+        return out

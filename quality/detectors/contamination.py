@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+from collections import Counter
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,12 +165,12 @@ def contaminated_rows(prompts: pl.Series, index: EvalIndex, jaccard: float, over
             strong = shared.filter(pl.Series(shared["len"].to_numpy() >= np.maximum(need, 1)))
             if strong.height:
                 r, i = strong["row"].to_numpy(), strong["item"].to_numpy()
-                a = feats[r].select("wordset", "numbers")
-                b = index.feats[i].select(pl.col("numbers").alias("num_b"), pl.col("names").alias("nm_b"))
-                ok = pl.concat([a, b], how="horizontal").select(
-                    (pl.col("num_b").list.set_difference("numbers").list.len() == 0)
-                    & (pl.col("nm_b").list.set_difference("wordset").list.len() == 0)
-                )[:, 0].fill_null(False).to_numpy()
+                a = features._numbers_and_names(feats[r])
+                b = features._numbers_and_names(index.feats[i])
+                # multiset containment: a sibling that repeats the changed number must not pass
+                ok = np.array([not (Counter(nb) - Counter(na)) and set(mb) <= set(wa)
+                               for na, wa, nb, mb in zip(a["numbers"].to_list(), a["wordset"].to_list(),
+                                                         b["numbers"].to_list(), b["names"].to_list())], dtype=bool)
                 out[r[ok]] = True
     return out
 

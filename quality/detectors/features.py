@@ -36,40 +36,45 @@ _ADD = _RNG.integers(0, 2**62, NUM_PERM, dtype=np.uint64)
 _POSITION_MULT = (_RNG.integers(1, 2**62, 64, dtype=np.uint64) | np.uint64(1))
 
 
+def strip_thousands(expr: pl.Expr) -> pl.Expr:
+    """``1,000,000`` -> ``1000000``: a number means the same with or without separators."""
+    sep = r"(\d),(\d{3})"
+    return expr.str.replace_all(sep, "${1}${2}").str.replace_all(sep, "${1}${2}")
+
+
 def word_list_expr(column: str | pl.Expr) -> pl.Expr:
-    """Lower-cased word tokens in order (punctuation and whitespace dropped)."""
+    """Lower-cased word tokens in order (punctuation and whitespace dropped). Unicode letters
+    and digits count as word characters, so no NFKC pass is needed for the split."""
     expr = pl.col(column) if isinstance(column, str) else column
-    return (expr.str.normalize("NFKC").str.to_lowercase().str.replace_all(NON_WORD, " ")
-            .str.strip_chars().str.split(" ").list.eval(pl.element().filter(pl.element() != "")))
+    return strip_thousands(expr).str.to_lowercase().str.replace_all(NON_WORD, " ").str.strip_chars().str.split(" ")
 
 
-def item_features(text: pl.Series | pl.Expr | str, frame: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Per row: ``words`` (ordered), ``wordset`` (unique), ``numbers`` (sorted), ``numkey``
-    (hash of the number multiset) and ``names`` (case-folded capitalised words)."""
-    if isinstance(text, pl.Series):
-        frame, col = pl.DataFrame({"_text": text}), "_text"
-    else:
-        col = text if isinstance(text, str) else None
-        if frame is None or col is None:
-            raise ValueError("item_features needs a Series, or a column name and its frame")
-    src = pl.col(col).fill_null("")
+def item_features(text: pl.Series) -> pl.DataFrame:
+    """Per row: ``text``, ``words`` (ordered), ``wordset`` (unique) and ``numkey`` (a hash of the
+    sorted number multiset). Numbers and names of candidate pairs are computed in
+    :func:`verify_pairs`, only for the few rows that need them."""
+    frame = pl.DataFrame({"text": text.fill_null("")})
+    return frame.with_columns(
+        word_list_expr("text").alias("words"),
+        strip_thousands(pl.col("text")).str.replace_all(r"\D+", " ").str.strip_chars().str.split(" ").list.sort()
+        .list.join(" ").hash(7).alias("numkey"),
+    ).with_columns(pl.col("words").list.unique().alias("wordset"))
+
+
+def _numbers_and_names(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.select(
-        word_list_expr(src).alias("words"),
-        src.str.extract_all(NUMBER_PATTERN).list.sort().alias("numbers"),
-        src.str.extract_all(NAME_PATTERN).list.eval(pl.element().str.to_lowercase()).list.unique().alias("names"),
-    ).with_columns(
-        pl.col("words").list.unique().alias("wordset"),
-        pl.col("numbers").list.join(" ").hash(7).alias("numkey"),
+        pl.col("wordset"),
+        strip_thousands(pl.col("text")).str.extract_all(NUMBER_PATTERN).list.sort().alias("numbers"),
+        pl.col("text").str.extract_all(NAME_PATTERN).list.eval(pl.element().str.to_lowercase())
+        .list.unique().alias("names"),
     )
 
 
 def minhash_bands(wordsets: pl.Series, numkeys: pl.Series) -> np.ndarray:
     """LSH bucket keys, shape (rows, BANDS): a band's MinHash values mixed with the number key."""
     n = len(wordsets)
-    # an empty word set gets one fixed token so that every row has a signature
-    filled = pl.DataFrame({"w": wordsets}).select(
-        pl.when(pl.col("w").list.len() == 0).then(pl.lit(["\x00"], dtype=pl.List(pl.Utf8)))
-        .otherwise(pl.col("w")).alias("w"))["w"]
+    # an empty text splits into [""]: that fixed token still gives the row a signature
+    filled = wordsets
     lengths = filled.list.len().to_numpy().astype(np.int64)
     flat = filled.explode().hash(11).to_numpy().astype(np.uint64, copy=False)
     starts = np.zeros(n, dtype=np.int64)
@@ -104,10 +109,10 @@ def verify_pairs(left: pl.DataFrame, right: pl.DataFrame, li: np.ndarray, ri: np
     present on both sides, word-set Jaccard >= ``threshold``. Returns a bool array per pair."""
     if len(li) == 0:
         return np.zeros(0, dtype=bool)
-    a = left[li].select(pl.col("wordset").alias("ws_a"), pl.col("numbers").alias("num_a"),
-                        pl.col("names").alias("nm_a"))
-    b = right[ri].select(pl.col("wordset").alias("ws_b"), pl.col("numbers").alias("num_b"),
-                         pl.col("names").alias("nm_b"))
+    a = _numbers_and_names(left[li]).select(pl.col("wordset").alias("ws_a"), pl.col("numbers").alias("num_a"),
+                                            pl.col("names").alias("nm_a"))
+    b = _numbers_and_names(right[ri]).select(pl.col("wordset").alias("ws_b"), pl.col("numbers").alias("num_b"),
+                                             pl.col("names").alias("nm_b"))
     pairs = pl.concat([a, b], how="horizontal")
     inter = pl.col("ws_a").list.set_intersection("ws_b").list.len()
     union = pl.col("ws_a").list.set_union("ws_b").list.len()

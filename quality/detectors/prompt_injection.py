@@ -43,6 +43,15 @@ INJECTION = "(?i)" + "|".join((
     r"\benable\s+(?:developer|debug|maintenance|jailbreak|unrestricted)\s+mode\b",
     r"\b(?:do\s+anything\s+now|no\s+longer\s+(?:bound|restricted|limited)\s+by|free(?:d)?\s+from\s+(?:the\s+)?(?:typical\s+)?(?:confines|restrictions|rules))\b",
     r"\bnew\s+(?:system\s+)?(?:instructions|rules|directive)\s*:",
+    # completion and role tricks that make the model quote its prompt
+    r"\b(?:my\s+instructions\s+are|i\s+was\s+instructed\s+to|the\s+system\s+prompt\s+is)\b",
+    r"\b(?:text|instructions|prompt|configuration)\s+(?:that\s+)?you\s+were\s+given\b",
+    r"\bnot\s+supposed\s+to\s+(?:tell|say|reveal|share|disclose)\b",
+    r"\brepeat\s+(?:this|the)\s+(?:entire\s+|whole\s+)?(?:conversation|above|text\s+above|previous\s+(?:text|messages?))",
+    r"\bsystem_prompt\b|\bsystemPrompt\b|\binitiali[sz]ation\s+string\b|\binitial\s+configuration\b",
+    r"\byour\s+system\s+(?:prompt|instructions|message|configuration)\b",
+    r"\b(?:see|show|display|output|give|read|view|access|print)\b[^.?!\n]{0,30}\bsystem\s+(?:prompt|instructions|configuration)\b",
+    r"\b(?:admin(?:istrator)?|system|root|developer)\s+override\b",
     r"\b(?:from\s+now\s+on|henceforth),?\s+(?:you\s+(?:will|must|are)|ignore|respond\s+without)",
 ))
 
