@@ -40,3 +40,30 @@ def pids_of_uid(uid: int) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def stop_and_kill(marker: str) -> list[int]:
+    """Kill host processes whose command line has ``marker``: the litter of a broken sandbox.
+
+    A fork bomb that escaped keeps forking while it is killed one pid at a time, so stop every
+    one first (stopped processes cannot fork), then kill them. Returns the pids found.
+    """
+    import signal
+
+    found: list[int] = []
+    for _ in range(50):
+        running = [pid for pid in pids_with_cmdline(marker) if pid not in found]
+        if not running:
+            break
+        for pid in running:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        found += running
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return found

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.sandbox_helpers import IS_ROOT, needs_bwrap, needs_root, pids_with_cmdline
+from tests.training.sandbox_helpers import IS_ROOT, needs_bwrap, needs_root, stop_and_kill
 from training.sandbox import Limits, run_program
 
 pytestmark = needs_bwrap
@@ -195,9 +195,10 @@ while True:
     except OSError:
         pass
 """, argv=[marker], nproc=32, wall_s=2, cpu_s=30)
+    survivors = stop_and_kill(marker)  # before any assert: an escaped bomb must not outlive the test
+    assert survivors == [], f"{len(survivors)} fork bomb processes survived"
     assert bomb.status == "timeout" and bomb.limit == "wall"
     assert time.monotonic() - started < 8
-    assert pids_with_cmdline(marker) == [], "fork bomb processes survived"
 
 
 def test_memory_bomb_is_stopped():
@@ -278,11 +279,11 @@ if os.fork() == 0:
 subprocess.Popen(['/usr/bin/sleep', '{marker}'], start_new_session=True)
 """
     quick = run_attack(daemon + "print('left them running')")
+    assert stop_and_kill(marker) == [], "a daemon outlived its sandbox"
     assert quick.status == "ok", quick.stderr
-    assert pids_with_cmdline(marker) == [], "a daemon outlived its sandbox"
     killed = run_attack(daemon + "import time\ntime.sleep(600)", wall_s=1)
+    assert stop_and_kill(marker) == [], "a daemon outlived its sandbox after the wall limit"
     assert killed.status == "timeout"
-    assert pids_with_cmdline(marker) == [], "a daemon outlived its sandbox after the wall limit"
 
 
 def test_signal_from_inside_cannot_end_the_supervisor_early():
