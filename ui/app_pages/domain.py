@@ -9,7 +9,8 @@ from ui import charts, components, data
 
 home = data.current_home()
 registry = data.registry_frame()
-known = sorted(set(data.domains_in_lake(home)) | set(registry["domain"].to_list() if registry.height else []))
+with_data = data.domains_in_lake(home)
+known = sorted(set(with_data) | set(registry["domain"].to_list() if registry.height else []))
 choices = components.filtered_domains(registry, known) or known
 
 st.title("Domain")
@@ -18,7 +19,9 @@ if not known:
     st.stop()
 
 wanted = st.query_params.get("domain")
-index = choices.index(wanted) if wanted in choices else 0
+if wanted not in choices:  # no (or an unknown) domain in the URL: the first one that has data
+    wanted = next((name for name in choices if name in with_data), choices[0])
+index = choices.index(wanted)
 domain = st.selectbox("Domain", choices, index=index, key="domain_choice")
 st.query_params["domain"] = domain
 
