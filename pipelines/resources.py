@@ -50,11 +50,26 @@ class MlflowResource(dg.ConfigurableResource):
         return f"{ui}/#/experiments/{self.experiment_id()}/runs/{run_id}"
 
 
+class PolicyResource(dg.ConfigurableResource):
+    """The policy to train and generate with: a recipe name and the generation backend."""
+
+    recipe: str = "tiny"
+    backend: str = "torch"
+    dtype: str = "bfloat16"
+
+    def engine(self, policy_ref: str, home: str | None = None):
+        from training.generation import make_engine
+
+        options = {"dtype": self.dtype, "home": home} if self.backend == "torch" else {"dtype": self.dtype}
+        return make_engine(policy_ref, backend=self.backend, **options)
+
+
 def default_resources(home: str | None = None) -> dict[str, Any]:
     root = resolve_home(home)
     lake = Lake.at(root)
     resources: dict[str, Any] = {
         "lake": LakeResource(home=str(root)),
         "mlflow": MlflowResource(tracking_uri=lake.mlflow_uri, artifact_root=str(lake.mlflow_artifacts)),
+        "policy": PolicyResource(),
     }
     return resources

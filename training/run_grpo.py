@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--run-name", default=None)
     parser.add_argument("--set", action="append", default=[], help="override a recipe key, e.g. deepspeed.zero_stage=2")
+    parser.add_argument("--require-train-set", action="store_true",
+                        help="refuse domains without a gated train_set (the Dagster asset's rule) instead of "
+                             "generating their train rows")
+    parser.add_argument("--output", default=None, help="also write the result JSON to this file (rank 0)")
     args = parser.parse_args(argv)
 
     from pipelines.settings import open_lake
@@ -51,15 +56,19 @@ def main(argv: list[str] | None = None) -> int:
                  "seed": args.seed, "run_name": args.run_name}
     data.update({k: v for k, v in overrides.items() if v is not None})
     config = parse_config(data, str(path))
-    result = train(config, open_lake(), allow_generate=True, progress=False,
-                   log=lambda m: print(m, file=sys.stderr))
+    result = train(config, open_lake(), allow_generate=not args.require_train_set, progress=False,
+                   log=lambda m: print(m, file=sys.stderr, flush=True))
     import torch.distributed as dist
 
     if not dist.is_initialized() or dist.get_rank() == 0:
         payload = result.summary()
         payload.update({"run_name": result.run_name, "steps": result.steps_done, "world_size":
-                        dist.get_world_size() if dist.is_initialized() else 1})
+                        dist.get_world_size() if dist.is_initialized() else 1,
+                        "resumed_from": result.resumed_from, "data_sources": result.data_sources,
+                        "checkpoint_path": result.checkpoint_path, "seconds": round(result.seconds, 1)})
         print(json.dumps(payload))
+        if args.output:
+            Path(args.output).write_text(json.dumps(payload))
     return 0
 
 

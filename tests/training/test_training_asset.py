@@ -31,6 +31,7 @@ def _materialize(home, run_config: dict, instance):
                           run_config={"ops": {"policy_checkpoint": {"config": run_config}}}, raise_on_error=False)
 
 
+@pytest.mark.slow  # two training subprocesses (~30 s on a quiet machine)
 def test_policy_checkpoint_trains_on_the_train_set_and_adds_the_partition(tiny_home, tmp_path, monkeypatch):
     plugins = tmp_path / "plugins"
     write_plugin(plugins, "plugged")
