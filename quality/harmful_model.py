@@ -19,7 +19,7 @@ Split: 70% train, 15% calibration, 15% test (stratified, fixed seed). The thresh
 smallest score at which at most ``TARGET_BENIGN_FPR`` of the *calibration* benign prompts are
 flagged; precision/recall are then measured on the untouched test split and stored with the
 model. Artifact: ``<venv>/share/assay-data/models/harmful-<version>.joblib`` when writable
-(built by ``python -m quality.harmful_model build``, run by ``make install``), else
+(built by ``python -m quality.build_artifacts``, run by ``make install``), else
 ``$ASSAY_HOME/models/``; built lazily on first use when missing.
 """
 

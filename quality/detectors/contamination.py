@@ -5,7 +5,7 @@ sweeps benchmark). Generating them for ~115 domains is slow, so each domain's it
 per process and on disk under ``$ASSAY_HOME/cache/eval_items/`` keyed by the domain's name,
 eval size and the source file (path + mtime) of its ``samples`` function. ``make install`` may
 prebuild the built-in domains' items into ``<venv>/share/assay-data/cache/eval_items/``
-(``python -m quality.detectors.contamination``), which every ``ASSAY_HOME`` then reads first;
+(``python -m quality.build_artifacts``), which every ``ASSAY_HOME`` then reads first;
 the key includes the source mtime, so an edited domain is never served stale items.
 
 A train row (rows with ``split == "eval"`` are the eval items themselves and are skipped) is
@@ -14,7 +14,8 @@ contaminated when, for some eval item, both hold:
 - **overlap**: its prompt is a near match of the item's prompt (word-set Jaccard >=
   ``contamination_jaccard``, default 0.8, found by MinHash/LSH: catches short prompts restated),
   or, for items of >= 13 words, the row contains >= ``contamination_ngram_overlap`` (default 0.5)
-  of the item's distinct 13-grams (catches an item pasted into a longer prompt);
+  of the item's distinct 13-grams (catches an item pasted into a longer prompt); 13-grams that
+  several eval items share are template boilerplate and are left out of the index;
 - **same item**: the item's numbers (as a set) and names appear in the row, as in
   :mod:`quality.detectors.features`, so template siblings sharing boilerplate are not flagged.
 """
@@ -85,8 +86,8 @@ def shared_cache_dir() -> Path:
     return Path(sys.prefix) / "share" / "assay-data" / "cache" / "eval_items"
 
 
-def main() -> int:
-    """Prebuild the eval-item cache of every built-in domain (run by ``make install``)."""
+def prebuild_eval_cache() -> int:
+    """Prebuild the eval-item cache of every built-in domain (``python -m quality.build_artifacts``)."""
     import time
 
     from domains.registry import load_registry
@@ -114,6 +115,9 @@ class EvalIndex:
         feats = features.item_features(items["prompt"])
         grams, item = features.ngram_hashes(feats["words"], NGRAM)
         pairs = pl.DataFrame({"g": grams, "i": item}).unique()
+        # a 13-gram shared by several eval items is template boilerplate: it identifies no item
+        # (and would match every sibling in the train data), so only item-specific grams are kept
+        pairs = pairs.filter(pl.len().over("g") == 1)
         counts = np.bincount(pairs["i"].to_numpy(), minlength=items.height) if pairs.height else np.zeros(items.height, int)
         pairs = pairs.sort("g")
         return cls(items, feats, pairs["g"].to_numpy(), pairs["i"].to_numpy(), counts)
@@ -199,6 +203,3 @@ class ContaminationDetector:
             out[idx.to_numpy()[hit]] = True
         return pl.Series(self.code, out)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -54,11 +54,39 @@ def item_features(text: pl.Series) -> pl.DataFrame:
     sorted number multiset). Numbers and names of candidate pairs are computed in
     :func:`verify_pairs`, only for the few rows that need them."""
     frame = pl.DataFrame({"text": text.fill_null("")})
-    return frame.with_columns(
-        word_list_expr("text").alias("words"),
-        strip_thousands(pl.col("text")).str.replace_all(r"\D+", " ").str.strip_chars().str.split(" ").list.sort()
-        .list.join(" ").hash(7).alias("numkey"),
-    ).with_columns(pl.col("words").list.unique().alias("wordset"))
+    norm = strip_thousands(pl.col("text")).str.to_lowercase()  # one pass shared by both features
+    out = frame.with_columns(
+        norm.str.replace_all(NON_WORD, " ").str.strip_chars().str.split(" ").alias("words"),
+        norm.str.extract_all(r"\d+").alias("_digits"),
+    )
+    # Set semantics come from the set operations downstream, so "wordset" is the word list
+    # itself (MinHash's min ignores repeats); de-duplicating 1M lists costs more than it saves.
+    return out.with_columns(pl.col("words").alias("wordset"),
+                            pl.Series("numkey", multiset_key(out["_digits"]))).drop("_digits")
+
+
+def exploded_hashes(lists: pl.Series, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hashes of every element of every list, flat, plus each list's length (empty lists hold
+    nothing, whatever this polars version's ``explode`` does with them)."""
+    lengths = lists.list.len().fill_null(0).to_numpy().astype(np.int64)
+    flat = lists.explode()
+    if len(flat) != int(lengths.sum()):  # empty lists exploded to a null each: drop those
+        keep = np.repeat(lengths > 0, np.maximum(lengths, 1))
+        flat = flat.filter(pl.Series(keep))
+    return flat.hash(seed).to_numpy().astype(np.uint64, copy=False), lengths
+
+
+def multiset_key(lists: pl.Series) -> np.ndarray:
+    """An order-free key of each list's multiset of strings: the wrapping sum of element hashes."""
+    values, lengths = exploded_hashes(lists, 3)
+    out = np.zeros(len(lengths), dtype=np.uint64)
+    nonempty = lengths > 0
+    if values.size:
+        starts = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        with np.errstate(over="ignore"):  # segments of the non-empty rows only (empty ones add nothing)
+            out[nonempty] = np.add.reduceat(values, starts[nonempty])
+    return out
 
 
 def _numbers_and_names(frame: pl.DataFrame) -> pl.DataFrame:
@@ -73,16 +101,14 @@ def _numbers_and_names(frame: pl.DataFrame) -> pl.DataFrame:
 def minhash_bands(wordsets: pl.Series, numkeys: pl.Series) -> np.ndarray:
     """LSH bucket keys, shape (rows, BANDS): a band's MinHash values mixed with the number key."""
     n = len(wordsets)
-    # an empty text splits into [""]: that fixed token still gives the row a signature
-    filled = wordsets
-    lengths = filled.list.len().to_numpy().astype(np.int64)
-    flat = filled.explode().hash(11).to_numpy().astype(np.uint64, copy=False)
+    # an empty text splits into [""]: that token still gives the row a signature
+    flat, lengths = exploded_hashes(wordsets, 11)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     sig = np.empty((n, NUM_PERM), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for k in range(NUM_PERM):
-            sig[:, k] = np.minimum.reduceat(flat * _MULT[k] + _ADD[k], starts) if n else sig[:, k]
+            sig[:, k] = np.minimum.reduceat(flat * _MULT[k] + _ADD[k], starts) if n and flat.size else 0
         keys = np.empty((n, BANDS), dtype=np.uint64)
         nk = numkeys.to_numpy().astype(np.uint64)
         for b in range(BANDS):
