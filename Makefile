@@ -47,7 +47,7 @@ ui: install ## Dagster UI on http://localhost:3000
 	  export DAGSTER_HOME && $(BIN)/dagster dev -w workspace.yaml
 
 dashboard: install ## Streamlit dashboard on http://localhost:8501
-	$(BIN)/streamlit run ui/app.py --server.headless true
+	$(BIN)/streamlit run ui/app.py --server.headless true --server.address localhost
 
 bench: install
 	$(BIN)/python -m bench
