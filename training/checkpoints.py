@@ -74,8 +74,17 @@ def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_ro
         client.create_registered_model(REGISTERED_MODEL)
     except MlflowException:
         pass  # already there
-    client.create_model_version(REGISTERED_MODEL, source=Path(record.path).as_uri(), run_id=record.run_id,
-                                tags={"checkpoint": record.checkpoint}, model_id=model.model_id)
+    # MLflow 3.17's SQL registry looks the LoggedModel up through a default MlflowClient(), i.e.
+    # the process-global tracking URI: point it at our store for this call.
+    import mlflow
+
+    previous = mlflow.get_tracking_uri() if mlflow.tracking.is_tracking_uri_set() else None
+    mlflow.set_tracking_uri(tracking_uri)
+    try:
+        client.create_model_version(REGISTERED_MODEL, source=Path(record.path).as_uri(), run_id=record.run_id,
+                                    tags={"checkpoint": record.checkpoint}, model_id=model.model_id)
+    finally:
+        mlflow.set_tracking_uri(previous)  # None unsets it again
     return model.model_id
 
 

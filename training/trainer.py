@@ -337,8 +337,8 @@ class GRPOTrainer:
         clone = copy.deepcopy(module).to(wanted)
         clone.eval().requires_grad_(False)
         clone.config.use_cache = True
-        if hasattr(clone, "gradient_checkpointing_disable"):
-            clone.gradient_checkpointing_disable()
+        if cfg.deepspeed.gradient_checkpointing:  # the rollout copy only decodes: no recomputation
+            getattr(clone, "activation_checkpointing_disable", clone.gradient_checkpointing_disable)()
         return clone
 
     def _sync_rollout(self, engine, rollout_model) -> None:
