@@ -17,7 +17,7 @@ re-run never loads it) and serves every domain. Per domain:
    (the unbiased estimator of Chen et al. 2021, "Evaluating Large Language Models Trained on
    Code", eq. 1; a sample passes when it earns full credit, score == 1), the SE of the mean
    (cluster-robust when items carry a ``cluster_id``, see :func:`quality.regression.standard_error`;
-   Miller 2024, arXiv:2411.00640), a t-based 95% CI, n, K and tokens/s of generation.
+   Miller 2024, arXiv:2411.00640), a t-based 95% CI clipped to [0, 1], n, K and tokens/s of generation.
 
 Sampling: K=1 is greedy; K>1 samples at ``temperature`` (default 0.7, top_p 0.95), since K greedy
 samples would all be the same. An item's ``cluster_id`` comes from its metadata (``cluster_id``, else
@@ -166,8 +166,9 @@ def summarize(rows: pl.DataFrame, *, k: int | None = None) -> dict:
     latency = float(rows["latency_s"].sum()) if "latency_s" in rows.columns else 0.0
     tokens = float(rows["tokens"].sum()) if "tokens" in rows.columns else 0.0
     return {"n": n_items, "k": k_used, "mean": mean, "pass1": pass1, "passk": passk, "stderr": se,
-            "ci_low": mean - tq * se if math.isfinite(se) else float("nan"),
-            "ci_high": mean + tq * se if math.isfinite(se) else float("nan"),
+            # t interval clipped to the score range [0, 1]
+            "ci_low": max(0.0, mean - tq * se) if math.isfinite(se) and math.isfinite(tq) else float("nan"),
+            "ci_high": min(1.0, mean + tq * se) if math.isfinite(se) and math.isfinite(tq) else float("nan"),
             "tokens_per_s": tokens / latency if latency > 0 else float("nan"),
             "clusters": None if clusters is None else int(len(set(clusters.tolist())))}
 
