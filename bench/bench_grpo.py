@@ -99,7 +99,8 @@ def run_trl(model_dir: Path, steps: int) -> dict:
         args = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, per_device_train_batch_size=16,
                           num_generations=8, max_completion_length=32, temperature=1.0, beta=0.04,
                           loss_type="grpo", learning_rate=1e-5, max_steps=steps, logging_steps=1,
-                          save_strategy="no", report_to=[], seed=0, dataloader_num_workers=0)
+                          save_strategy="no", report_to=[], seed=0, dataloader_num_workers=0,
+                          gradient_checkpointing=False)  # TRL turns it on by default; Assay's run has it off
         timer = Timer()
         trainer = GRPOTrainer(model=str(model_dir), reward_funcs=[reward], args=args, train_dataset=dataset,
                               callbacks=[timer])
@@ -134,7 +135,8 @@ def exact_mcnemar(before: list[float], after: list[float]) -> tuple[int, int, fl
     return lost, gained, p
 
 
-def run_learning(steps: int, learning_rate: float | None, home: Path) -> dict:
+def run_learning(steps: int, learning_rate: float | None, home: Path, prompts_per_step: int | None = None,
+                 max_minutes: float | None = None) -> dict:
     """Eval accuracy on held-out items before vs after GRPO with the smollm2 recipe."""
     from domains import get_registry
     from pipelines.settings import open_lake
@@ -145,10 +147,13 @@ def run_learning(steps: int, learning_rate: float | None, home: Path) -> dict:
     began = time.perf_counter()
     before = greedy_accuracy("smollm2", items, home)
     eval_s = time.perf_counter() - began
+    print(f"before: accuracy {sum(1 for x in before if x >= 1) / len(before):.3f} on {len(items)} eval items "
+          f"({eval_s:.0f} s)", flush=True)
     config = load_recipe("smollm2", max_steps=steps, domains=[DOMAIN], learning_rate=learning_rate,
-                         run_name=f"learn-{steps}-{learning_rate}")
+                         prompts_per_step=prompts_per_step)
     began = time.perf_counter()
-    result = train(config, open_lake(home), allow_generate=True, progress=True, log=print)
+    result = train(config, open_lake(home), allow_generate=True, progress=True, log=print,
+                   time_budget_s=max_minutes * 60 if max_minutes else None)
     train_s = time.perf_counter() - began
     after = greedy_accuracy(result.checkpoint_path, items, home)
     lost, gained, p = exact_mcnemar(before, after)
@@ -158,6 +163,7 @@ def run_learning(steps: int, learning_rate: float | None, home: Path) -> dict:
             "learning_rate": config.learning_rate, "accuracy_before": acc(before), "accuracy_after": acc(after),
             "improvement_points": 100 * (acc(after) - acc(before)), "items_lost": lost, "items_gained": gained,
             "mcnemar_p": p, "train_wall_s": round(train_s, 1), "eval_wall_s": round(eval_s, 1),
+            "prompts_per_step": config.prompts_per_step, "num_generations": config.num_generations,
             "checkpoint": result.checkpoint, "mlflow_run_id": result.mlflow_run_id, "reward_curve": curve}
 
 
@@ -167,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="throughput: Assay vs TRL step speed; learn: eval accuracy before/after GRPO")
     parser.add_argument("--steps", type=int, default=4, help="steps per trainer (the first is warm-up)")
     parser.add_argument("--learning-rate", type=float, default=None, help="learn mode: override the recipe's")
+    parser.add_argument("--prompts-per-step", type=int, default=None, help="learn mode: override the recipe's")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="learn mode: stop training (with a checkpoint) after this much wall time")
     parser.add_argument("--skip-fp32", action="store_true", help="only the fast Assay configuration")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -177,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-        print(json.dumps(run_learning(args.steps, args.learning_rate, home), indent=2))
+        print(json.dumps(run_learning(args.steps, args.learning_rate, home, args.prompts_per_step,
+                                      args.max_minutes), indent=2))
         return 0
     import torch
 

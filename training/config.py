@@ -161,8 +161,10 @@ class GRPOConfig(_Strict):
     # -- derived ---------------------------------------------------------------------------------
 
     def fingerprint(self) -> str:
-        """Hash of everything that changes the training result (not the run name)."""
-        data = self.model_dump(exclude={"run_name"})
+        """Hash of everything that changes the training trajectory. Not the run name, and not
+        ``max_steps``: the schedule does not depend on it, so asking the same run for more steps
+        continues it from where it stopped."""
+        data = self.model_dump(exclude={"run_name", "max_steps"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
 
     def resolved_run_name(self) -> str:

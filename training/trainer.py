@@ -151,7 +151,8 @@ def completion_logprobs(model, ids, attn, positions, width_c: int, *, autocast, 
 class GRPOTrainer:
     def __init__(self, config: GRPOConfig, lake: Lake, tracking_uri: str, *, artifact_root: str | None = None,
                  allow_generate: bool = False, registry=None, progress: bool = True,
-                 log: Callable[[str], None] = print, stop_after: int | None = None):
+                 log: Callable[[str], None] = print, stop_after: int | None = None,
+                 time_budget_s: float | None = None):
         self.config = config
         self.lake = lake
         self.tracking_uri = tracking_uri
@@ -161,6 +162,7 @@ class GRPOTrainer:
         self.progress = progress
         self.log = log
         self.stop_after = stop_after  # for tests: end the process-local loop early, as a kill would
+        self.time_budget_s = time_budget_s  # stop (with a checkpoint) after the step that crosses it
         self.run_name = config.resolved_run_name()
         self.run_dir = lake.home / "runs" / self.run_name
         self.ds_dir = self.run_dir / "deepspeed"
@@ -290,9 +292,14 @@ class GRPOTrainer:
                     bar.set_postfix(reward=f"{overall['reward_mean']:.3f}",
                                     tok_s=f"{overall['tokens_per_s']:.1f}")
                     bar.update(1)
-                last = step + 1 == cfg.max_steps
+                out_of_time = self._out_of_time(started)
+                last = step + 1 == cfg.max_steps or out_of_time
                 if last or (cfg.save_steps and (step + 1) % cfg.save_steps == 0):
                     self._save(step + 1, engine, state)
+                if out_of_time:
+                    if rank == 0:
+                        self.log(f"time budget of {self.time_budget_s:.0f} s used: stopped after step {step + 1}")
+                    break
             status = "FINISHED"
         finally:
             if bar is not None:
@@ -302,6 +309,11 @@ class GRPOTrainer:
         return self._result(state, resumed_from, data.sources, time.perf_counter() - started)
 
     # -- pieces ----------------------------------------------------------------------------------
+
+    def _out_of_time(self, started: float) -> bool:
+        if self.time_budget_s is None:
+            return False
+        return bool(self._broadcast(time.perf_counter() - started >= self.time_budget_s))  # ranks agree
 
     def _broadcast(self, value):
         import torch.distributed as dist

@@ -30,6 +30,8 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=None, help="seed (default: the recipe's)")
     parser.add_argument("--run-name", default=None,
                         help="run name (default: recipe + config hash, so the same command resumes)")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="stop after the step that crosses this wall time, with a checkpoint; rerun to continue")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_json_flag(parser)
     parser.set_defaults(handler=run_train)
@@ -68,7 +70,8 @@ def run_train(args: argparse.Namespace) -> int:
     lake = open_lake()
     try:
         result = train(config, lake, allow_generate=True, registry=registry, log=log,
-                       progress=not args.no_progress and not args.json)
+                       progress=not args.no_progress and not args.json,
+                       time_budget_s=args.max_minutes * 60 if args.max_minutes else None)
     except (TrainingDataError, PolicyError, UnknownDomainError) as exc:
         raise CliError(str(exc)) from None
     payload = result.summary()

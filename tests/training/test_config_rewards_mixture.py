@@ -24,9 +24,11 @@ def test_shipped_recipes_parse(name):
 
 def test_overrides_and_fingerprint():
     a = load_recipe("tiny", max_steps=3, domains=["x"])
-    b = load_recipe("tiny", max_steps=4, domains=["x"])
+    b = load_recipe("tiny", max_steps=4, domains=["x"], seed=9)
     assert a.max_steps == 3 and a.domains == ["x"]
     assert a.resolved_run_name() != b.resolved_run_name()
+    # More steps of the same run is the same run (it continues); the schedule ignores max_steps.
+    assert load_recipe("tiny", max_steps=50, domains=["x"]).resolved_run_name() == a.resolved_run_name()
     assert load_recipe("tiny", max_steps=3, domains=["x"]).resolved_run_name() == a.resolved_run_name()
 
 

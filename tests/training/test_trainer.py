@@ -128,3 +128,11 @@ def test_a_changed_config_under_the_same_run_name_is_refused(tiny_home, toy_regi
     _train(load_recipe("tiny", domains=["toy_digits"], max_steps=1, run_name="same"), toy_registry)
     with pytest.raises(ValueError, match="different config"):
         _train(load_recipe("tiny", domains=["toy_digits"], max_steps=1, seed=5, run_name="same"), toy_registry)
+
+
+def test_time_budget_stops_with_a_checkpoint_and_more_steps_continue(tiny_home, toy_registry):
+    config = load_recipe("tiny", domains=["toy_digits"], max_steps=3, run_name="budget")
+    stopped = _train(config, toy_registry, time_budget_s=0.0)
+    assert stopped.steps_done == 1 and stopped.checkpoint == "budget-step000001"
+    more = _train(load_recipe("tiny", domains=["toy_digits"], max_steps=3, run_name="budget"), toy_registry)
+    assert more.resumed_from == 1 and more.steps_done == 3 and more.checkpoint == "budget-step000003"
