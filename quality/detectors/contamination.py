@@ -133,11 +133,11 @@ def eval_index(domains: Sequence[Any], cache_dir: Path | None) -> EvalIndex:
     return _INDEX_CACHE[key]
 
 
-def contaminated_rows(prompts: pl.Series, index: EvalIndex, jaccard: float, overlap: float) -> np.ndarray:
-    n_eval, n = index.items.height, len(prompts)
+def contaminated_rows(feats: pl.DataFrame, index: EvalIndex, jaccard: float, overlap: float) -> np.ndarray:
+    """Per row of ``feats`` (:func:`features.item_features` of train prompts): contaminated?"""
+    n_eval, n = index.items.height, feats.height
     if n_eval == 0 or n == 0:
         return np.zeros(n, dtype=bool)
-    feats = features.item_features(prompts)
     out = np.zeros(n, dtype=bool)
 
     # near match of the whole prompt: eval items first, so a bucket's earliest row is an eval item
@@ -197,8 +197,10 @@ class ContaminationDetector:
         idx = train.arg_true()
         out = np.zeros(frame.height, dtype=bool)
         if len(idx):
-            prompts = frame["prompt"].gather(idx).fill_null("")
-            hit = contaminated_rows(prompts, index, threshold(ctx, "contamination_jaccard", DEFAULT_JACCARD),
+            feats = features.prompt_features(frame, ctx)
+            if len(idx) < frame.height:
+                feats = feats[idx]
+            hit = contaminated_rows(feats, index, threshold(ctx, "contamination_jaccard", DEFAULT_JACCARD),
                                     threshold(ctx, "contamination_ngram_overlap", DEFAULT_NGRAM_OVERLAP))
             out[idx.to_numpy()[hit]] = True
         return pl.Series(self.code, out)

@@ -25,6 +25,7 @@ import polars as pl
 NUMBER_PATTERN = r"\d+(?:\.\d+)?"
 NAME_PATTERN = r"\b[A-Z][a-zA-Z]+\b"
 NON_WORD = r"[^\p{L}\p{N}]+"
+WORD = r"[\p{L}\p{N}]+"
 
 # MinHash: NUM_PERM hashes in BANDS bands of ROWS_PER_BAND. With r=2, b=4, a pair with Jaccard
 # 0.8 lands in a shared bucket with probability 1-(1-0.8^2)^4 = 0.98; exact verification after.
@@ -46,7 +47,7 @@ def word_list_expr(column: str | pl.Expr) -> pl.Expr:
     """Lower-cased word tokens in order (punctuation and whitespace dropped). Unicode letters
     and digits count as word characters, so no NFKC pass is needed for the split."""
     expr = pl.col(column) if isinstance(column, str) else column
-    return strip_thousands(expr).str.to_lowercase().str.replace_all(NON_WORD, " ").str.strip_chars().str.split(" ")
+    return strip_thousands(expr).str.to_lowercase().str.extract_all(WORD)
 
 
 def item_features(text: pl.Series) -> pl.DataFrame:
@@ -54,15 +55,47 @@ def item_features(text: pl.Series) -> pl.DataFrame:
     sorted number multiset). Numbers and names of candidate pairs are computed in
     :func:`verify_pairs`, only for the few rows that need them."""
     frame = pl.DataFrame({"text": text.fill_null("")})
-    norm = strip_thousands(pl.col("text")).str.to_lowercase()  # one pass shared by both features
-    out = frame.with_columns(
-        norm.str.replace_all(NON_WORD, " ").str.strip_chars().str.split(" ").alias("words"),
-        norm.str.extract_all(r"\d+").alias("_digits"),
+    # thousands separators are rare: strip them only in the rows that have one
+    has_sep = frame.select(pl.col("text").str.contains(r"\d,\d{3}").alias("m"))["m"]
+    norm_text = frame["text"]
+    if has_sep.any():
+        idx = has_sep.arg_true()
+        fixed = frame[idx].select(strip_thousands(pl.col("text")))["text"]
+        norm_text = norm_text.scatter(idx, fixed)
+    out = pl.DataFrame({"text": frame["text"], "_norm": norm_text.str.to_lowercase()}).with_columns(
+        pl.col("_norm").str.extract_all(WORD).alias("words"),
+        pl.col("_norm").str.extract_all(r"\d+").alias("_digits"),
     )
     # Set semantics come from the set operations downstream, so "wordset" is the word list
     # itself (MinHash's min ignores repeats); de-duplicating 1M lists costs more than it saves.
     return out.with_columns(pl.col("words").alias("wordset"),
-                            pl.Series("numkey", multiset_key(out["_digits"]))).drop("_digits")
+                            pl.Series("numkey", multiset_key(out["_digits"]))).drop("_digits", "_norm")
+
+
+def prompt_features(frame: pl.DataFrame, ctx=None) -> pl.DataFrame:
+    """:func:`item_features` of ``frame["prompt"]``, memoised in ``ctx.cache`` for the batch, so
+    near_duplicate and contamination tokenise a batch's prompts once."""
+    cache = getattr(ctx, "cache", None)
+    key = ("prompt_features", id(frame), frame.height)
+    if cache is not None and key in cache:
+        return cache[key]
+    feats = item_features(frame["prompt"])
+    if cache is not None:
+        cache.clear() if len(cache) > 64 else None
+        cache[key] = feats
+    return feats
+
+
+def with_answers(prompt_feats: pl.DataFrame, answers: pl.Series) -> pl.DataFrame:
+    """Features of ``prompt + "\n" + answer`` from the prompt's features: word lists concatenate
+    and number-multiset keys add (the key is a sum of element hashes)."""
+    ans = item_features(answers)
+    with np.errstate(over="ignore"):
+        numkey = prompt_feats["numkey"].to_numpy().astype(np.uint64) + ans["numkey"].to_numpy().astype(np.uint64)
+    words = pl.DataFrame({"p": prompt_feats["words"], "a": ans["words"]}).select(
+        pl.concat_list("p", "a").alias("w"))["w"]
+    return pl.DataFrame({"text": prompt_feats["text"] + "\n" + ans["text"], "words": words, "wordset": words,
+                         "numkey": pl.Series(numkey, dtype=pl.UInt64)})
 
 
 def exploded_hashes(lists: pl.Series, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,14 +134,15 @@ def _numbers_and_names(frame: pl.DataFrame) -> pl.DataFrame:
 def minhash_bands(wordsets: pl.Series, numkeys: pl.Series) -> np.ndarray:
     """LSH bucket keys, shape (rows, BANDS): a band's MinHash values mixed with the number key."""
     n = len(wordsets)
-    # an empty text splits into [""]: that token still gives the row a signature
     flat, lengths = exploded_hashes(wordsets, 11)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
-    sig = np.empty((n, NUM_PERM), dtype=np.uint64)
+    nonempty = lengths > 0  # a text without words keeps signature 0 (it only meets other such texts)
+    sig = np.zeros((n, NUM_PERM), dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for k in range(NUM_PERM):
-            sig[:, k] = np.minimum.reduceat(flat * _MULT[k] + _ADD[k], starts) if n and flat.size else 0
+        if flat.size:
+            for k in range(NUM_PERM):
+                sig[nonempty, k] = np.minimum.reduceat(flat * _MULT[k] + _ADD[k], starts[nonempty])
         keys = np.empty((n, BANDS), dtype=np.uint64)
         nk = numkeys.to_numpy().astype(np.uint64)
         for b in range(BANDS):
@@ -147,7 +181,7 @@ def verify_pairs(left: pl.DataFrame, right: pl.DataFrame, li: np.ndarray, ri: np
         same_names = same_names & (pl.col("nm_b").list.set_difference("ws_a").list.len() == 0)
     ok = pairs.select(
         ((pl.col("num_a").list.join(" ") == pl.col("num_b").list.join(" "))
-         & same_names & (inter >= pl.lit(threshold) * union)).alias("ok")
+         & same_names & (union > 0) & (inter >= pl.lit(threshold) * union)).alias("ok")
     )["ok"]
     return ok.fill_null(False).to_numpy()
 

@@ -28,12 +28,12 @@ def item_text(frame: pl.DataFrame) -> pl.Series:
     return frame.select((pl.col("prompt").fill_null("") + pl.lit("\n") + pl.col("answer").fill_null("")).alias("t"))["t"]
 
 
-def earlier_same_item(texts: pl.Series, first_new: int, jaccard: float) -> np.ndarray:
-    """For rows ``first_new..`` of ``texts``: is some earlier row the same item?"""
-    feats = features.item_features(texts)
+def earlier_same_item(feats: pl.DataFrame, first_new: int, jaccard: float) -> np.ndarray:
+    """For rows ``first_new..`` of ``feats`` (:func:`features.item_features` of prompt + answer):
+    is some earlier row the same item?"""
     keys = features.minhash_bands(feats["wordset"], feats["numkey"])
     leaders = features.earliest_in_bucket(keys)
-    n = len(texts)
+    n = feats.height
     rows = np.repeat(np.arange(n), leaders.shape[1])
     cand = leaders.reshape(-1)
     keep = (cand < rows) & (rows >= first_new)
@@ -56,8 +56,11 @@ class NearDuplicateDetector:
 
         jaccard = threshold(ctx, "near_duplicate_jaccard", DEFAULT_JACCARD)
         existing = admitted_rows(ctx)
-        texts = pl.concat([item_text(existing), item_text(frame)]) if existing.height else item_text(frame)
-        near = pl.Series(self.code, earlier_same_item(texts, existing.height, jaccard))
+        batch = features.with_answers(features.prompt_features(frame, ctx), frame["answer"].fill_null(""))
+        if existing.height:
+            old = features.with_answers(features.item_features(existing["prompt"]), existing["answer"].fill_null(""))
+            batch = pl.concat([old, batch], how="vertical_relaxed")
+        near = pl.Series(self.code, earlier_same_item(batch, existing.height, jaccard))
         hashes = content_hashes(frame)
         exact = ~hashes.is_first_distinct() | hashes.is_in(existing["content_hash"].implode())
         return (near & ~exact).alias(self.code)

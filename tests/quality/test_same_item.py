@@ -97,3 +97,6 @@ def test_reasoning_gym_items_are_almost_never_flagged():
     assert near <= 0.01 * unique.height, near
     assert leak <= 0.01 * unique.height, leak
     assert pii == 0 and secret == 0 and injection == 0
+    # the model-based safety gates must not quarantine healthy procedural prompts either
+    assert detectors.ToxicDetector().flags(unique).sum() <= 0.01 * unique.height
+    assert detectors.HarmfulDetector().flags(unique).sum() <= 0.01 * unique.height
