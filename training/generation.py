@@ -201,8 +201,7 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
     generated: list[list[int]] = [[] for _ in range(total)]
     finished: list[tuple[int, list[int], str]] = []
     active = list(range(total))  # batch row -> sequence index
-    eos_list = sorted(eos)
-    for step in range(params.max_new_tokens):
+    for _ in range(params.max_new_tokens):
         tokens = _pick_tokens(logits, params, generator)
         token_list = tokens.tolist()
         keep = []
@@ -229,7 +228,6 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
                     cache=cache, use_cache=True)
         logits = out.logits[:, -1].float()
         next_pos = next_pos + 1
-    del eos_list
     finished.sort(key=lambda f: f[0])
     return finished
 

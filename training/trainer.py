@@ -400,7 +400,7 @@ class GRPOTrainer:
     def _step(self, step: int, picks, engine, rollout_model, ref_model, composer, autocast) -> list[dict]:
         import torch
 
-        from training.losses import group_advantages, grpo_loss
+        from training.losses import group_advantages
 
         cfg = self.config
         step_start = time.perf_counter()
