@@ -1,6 +1,7 @@
 """The reasoning-gym pack: every reasoning-gym task as its own domain, ``rg_<task>``.
 
-Each domain draws items from the task's procedural generator at its default difficulty and
+Each domain draws items from the task's procedural generator at its default difficulty (except
+the few in ``TASK_CONFIGS``, whose defaults are impractically slow to generate) and
 scores completions with the task's own verifier (``dataset.score_answer``), wrapped so that it
 never raises. Splits are assigned by hashing each item's question (see ``_common``), so an item
 can never be in both train and eval. The task list is static so that loading the registry does not
@@ -8,7 +9,8 @@ import reasoning_gym (it costs ~1 s); ``tests/domains/test_reasoning_gym_pack.py
 list matches the installed package.
 
 Excluded tasks are listed in ``EXCLUDED`` with the reason; slow generators get a smaller
-``eval_size`` (``EVAL_SIZES``) so that ingesting every domain stays fast.
+``eval_size`` (``EVAL_SIZES``) and the tag ``slow-generation`` so that ingesting every domain
+stays fast.
 """
 
 from __future__ import annotations
@@ -137,6 +139,9 @@ EXCLUDED: dict[str, str] = {
     "codeio": "not deterministic: generation executes the dataset's Python snippets in-process "
               "and some depend on state outside any seed (two eval_items() calls at n=200 differ "
               "even with the global RNGs seeded per item); also ~50 ms per item",
+    "knight_swap": "too slow to generate: each item is a rejection search for a solvable board, "
+                   "0.4-0.8 s per item even at easier settings; 10 eval + 64 train items took "
+                   "143 s, a third of the time all other domains together took",
     "rush_hour": "no reference answer: items carry only the board and the minimum number of moves, "
                  "any valid move sequence is accepted, so no answer can be checked to score 1.0",
     "boxnet": "no reference answer: the verifier accepts any plan that moves every box to its "
@@ -146,8 +151,7 @@ EXCLUDED: dict[str, str] = {
 # Seconds per generated item measured here (2 shared cores) decide these: eval generation draws
 # ~2 items per kept one, and ingesting every domain must stay fast. Default: DEFAULT_EVAL_SIZE.
 EVAL_SIZES: dict[str, int] = {
-    "knight_swap": 10,  # ~375 ms per item (a search per puzzle)
-    "futoshiki": 20,  # ~130 ms per item
+    "futoshiki": 60,  # ~45 ms at up to 6x6 (TASK_CONFIGS)
     "zebra_puzzles": 40,  # ~80 ms
     "puzzle24": 40,  # ~50 ms
     "intermediate_integration": 40,  # ~50 ms (sympy)
@@ -160,9 +164,20 @@ EVAL_SIZES: dict[str, int] = {
 }
 
 
+# Difficulty overrides, only where the default makes generation impractical.
+TASK_CONFIGS: dict[str, dict] = {
+    # 7x7-9x9 boards take ~0.5 s each to generate (and are far beyond a 135M policy); up to 6x6: ~0.04 s
+    "futoshiki": {"max_board_size": 6},
+}
+# Domains with a reduced eval set carry this tag, so a demo can sample fewer train items there.
+SLOW_TAG = "slow-generation"
+
+
 def _make_samples(task: str):
+    config = TASK_CONFIGS.get(task, {})
+
     def samples(split: str, n: int, seed: int):
-        draws = draw_entries(task, {}, n, split, seed)
+        draws = draw_entries(task, config, n, split, seed)
         yield from stream_split(f"rg_{task}", split, n, seed, draws, eval_share=EVAL_SHARE,
                                 max_draws=4 * n + 40)
 
@@ -180,9 +195,10 @@ def _domain(task: str, category: str) -> Domain:
     return Domain(
         name=f"rg_{task}",
         owner=OWNER,
-        description=f"reasoning-gym '{task}' ({category}) at its default difficulty, scored by the "
-                    "task's own verifier",
-        tags=("reasoning-gym", category),
+        description=f"reasoning-gym '{task}' ({category}) at its "
+                    f"{'default' if task not in TASK_CONFIGS else 'reduced'} difficulty, scored by "
+                    "the task's own verifier",
+        tags=("reasoning-gym", category) + ((SLOW_TAG,) if task in EVAL_SIZES else ()),
         samples=_make_samples(task),
         score=_make_score(task),
         eval_size=EVAL_SIZES.get(task, 200),
