@@ -26,18 +26,19 @@ PACK_TAG = "reasoning_gym_pack"
 
 @dataclass
 class DemoOptions:
-    domains: str = "builtin"  # "builtin" (every built-in domain), "core" (no reasoning-gym pack) or a,b,c
+    domains: str = "core"  # "core" (built-ins without the reasoning-gym pack), "builtin", "all" or a,b,c
     train_samples: int = 64
     recipe: str = "smollm2"
-    train_domain: str = "math_arith"
+    train_domain: str = "math_arith_easy"
     steps: int = 8
     sweep_items: int = 24
     sweep_samples: int = 1
+    max_new_tokens: int = 64
     skip_training: bool = False
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
     def __post_init__(self) -> None:
-        for name in ("train_samples", "sweep_items", "sweep_samples"):
+        for name in ("train_samples", "sweep_items", "sweep_samples", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.steps < 0:
@@ -59,69 +60,169 @@ def select_domains(spec: str) -> list[str]:
     return names
 
 
+_INSTANCE = None
+
+
+def _instance():
+    """The persistent Dagster instance under ``$DAGSTER_HOME`` (default ``$ASSAY_HOME/dagster``),
+    so `make ui` shows the demo's runs afterwards."""
+    global _INSTANCE
+    if _INSTANCE is None:
+        import dagster as dg
+
+        from pipelines.settings import dagster_home
+
+        _INSTANCE = dg.DagsterInstance.from_config(str(dagster_home()))
+    return _INSTANCE
+
+
+def _run_job(job_name: str, *, run_config: dict | None = None, partition_key: str | None = None) -> dict:
+    """Execute one job run in this process, recorded in the Dagster instance; summarise it."""
+    from pipelines.definitions import defs
+
+    started = time.monotonic()
+    result = defs.resolve_job_def(job_name).execute_in_process(
+        run_config=run_config or {}, instance=_instance(), partition_key=partition_key, raise_on_error=False)
+    outcome: dict = {"run_id": result.run_id, "success": result.success,
+                     "seconds": round(time.monotonic() - started, 2), "failed_checks": [], "errors": []}
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_MATERIALIZATION":
+            materialization = event.event_specific_data.materialization
+            outcome[materialization.asset_key.to_user_string()] = {
+                k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
+        elif event.event_type_value == "ASSET_CHECK_EVALUATION":
+            data = event.event_specific_data
+            if not data.passed:
+                outcome["failed_checks"].append(f"{data.check_name} ({data.severity.value})")
+        elif event.event_type_value == "STEP_FAILURE":
+            error = event.event_specific_data.error
+            outcome["errors"].append(f"{event.step_key}: {error.message.strip().splitlines()[-1] if error else '?'}")
+    return outcome
+
+
 def run_ingest_stage(names: list[str], options: DemoOptions) -> dict[str, dict]:
-    """Run ``domain_pipeline_job`` for each domain partition; returns per-domain outcomes."""
-    import dagster as dg
+    """``domain_pipeline_job`` for each domain partition: ingest, gates, train set."""
     from tqdm import tqdm
 
-    from pipelines.definitions import defs
-    from pipelines.settings import dagster_home
-
-    dagster_home()
-    instance = dg.DagsterInstance.get()
-    job = defs.resolve_job_def("domain_pipeline_job")
-    outcomes: dict[str, dict] = {}
     config = {"ops": {"domain_samples": {"config": {"train_samples": options.train_samples}}}}
+    outcomes = {}
     for name in tqdm(names, desc="ingest + gates", unit="domain", file=sys.stderr):
-        started = time.monotonic()
-        result = job.execute_in_process(run_config=config, instance=instance, partition_key=name,
-                                        raise_on_error=False)
-        outcome: dict = {"run_id": result.run_id, "success": result.success,
-                         "seconds": round(time.monotonic() - started, 2)}
-        for event in result.get_asset_materialization_events():
-            key = event.asset_key.to_user_string()
-            outcome[key] = {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
-        outcome["failed_checks"] = [
-            e.asset_check_evaluation_data.check_name
-            for e in result.all_events
-            if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed
-        ]
-        outcomes[name] = outcome
+        outcomes[name] = _run_job("domain_pipeline_job", run_config=config, partition_key=name)
     return outcomes
 
 
-def _ingest_table(outcomes: dict[str, dict]) -> list[str]:
-    lines = [f"{'domain':<28} {'admitted':>8} {'quarantined':>11}  gates"]
+def run_training_stage(options: DemoOptions) -> dict:
+    """``training_job``: GRPO on the train domain's gated train set; returns the run summary."""
+    config = {"ops": {"policy_checkpoint": {"config": {
+        "recipe": options.recipe, "domains": [options.train_domain], "steps": options.steps}}}}
+    return _run_job("training_job", run_config=config)
+
+
+def run_evaluation_stage(checkpoint: str, names: list[str], options: DemoOptions) -> dict:
+    """``checkpoint_evaluation_job`` for one checkpoint: sweep, regression report, promotion."""
+    _instance().add_dynamic_partitions("checkpoint", [checkpoint])
+    sweep = {"domains": names, "samples": options.sweep_samples, "limit": options.sweep_items,
+             "max_new_tokens": options.max_new_tokens}
+    return _run_job("checkpoint_evaluation_job", partition_key=checkpoint,
+                    run_config={"ops": {"checkpoint_sweep": {"config": sweep}}})
+
+
+
+
+def _ingest_lines(outcomes: dict[str, dict]) -> list[str]:
+    lines = [f"{'domain':<30} {'admitted':>8} {'quarantined':>11}  gates"]
     for name, outcome in outcomes.items():
         meta = outcome.get("domain_samples", {})
         admitted = meta.get("train_admitted", 0) + meta.get("eval_admitted", 0)
-        failed = outcome["failed_checks"]
-        gates = "FAILED: " + ", ".join(failed) if failed else ("ok" if outcome["success"] else "run failed")
-        lines.append(f"{name:<28} {admitted:>8} {meta.get('quarantined', 0):>11}  {gates}")
+        problems = outcome["failed_checks"] + outcome["errors"]
+        gates = "blocked: " + "; ".join(problems) if problems else "passed"
+        lines.append(f"{name:<30} {admitted:>8} {meta.get('quarantined', 0):>11}  {gates}")
+    return lines
+
+
+def _comparison_lines(lake, candidate: str, baseline: str) -> list[str]:
+    """Per-domain scores of both checkpoints and the regression verdicts, from the lake."""
+    summary = lake.read("sweep_summary")
+    regression = lake.read("regression", where={"candidate": candidate})
+    if summary.is_empty():
+        return ["no sweep results"]
+    import polars as pl
+
+    score = {(r["checkpoint"], r["domain"]): r["mean"] for r in summary.iter_rows(named=True)}
+    verdicts = {}
+    if not regression.is_empty():
+        latest = regression.filter(pl.col("baseline") == baseline).sort("created_at")
+        verdicts = {r["domain"]: r for r in latest.iter_rows(named=True)}
+    domains = sorted({d for (c, d) in score if c in (candidate, baseline)})
+    lines = [f"{'domain':<30} {'base':>6} {'new':>6} {'delta':>7} {'MDE':>6}  verdict"]
+
+    def pct(value):
+        return f"{100 * value:6.1f}" if value is not None else "   n/a"
+
+    for domain in domains:
+        v = verdicts.get(domain, {})
+        delta = f"{100 * v['delta']:+7.1f}" if v.get("delta") is not None else "    n/a"
+        lines.append(f"{domain:<30} {pct(score.get((baseline, domain)))} {pct(score.get((candidate, domain)))} "
+                     f"{delta} {pct(v.get('mde'))}  {v.get('verdict', 'not compared')}")
     return lines
 
 
 def run_demo(options: DemoOptions) -> dict:
-    names = select_domains(options.domains)
-    options.log(f"assay demo: {len(names)} domains, {options.train_samples} train rows each")
-    started = time.monotonic()
-    outcomes = run_ingest_stage(names, options)
-    lines = ["", "== Ingest and quality gates =="] + _ingest_table(outcomes)
-    blocked = sorted(n for n, o in outcomes.items() if o["failed_checks"] or not o["success"])
+    from pipelines.settings import open_lake
     from quality.lake import resolve_home
 
+    names = select_domains(options.domains)
     home = resolve_home()
+    lake = open_lake(home)
+    started = time.monotonic()
+    options.log(f"assay demo: {len(names)} domains, {options.train_samples} train rows each; data under {home}")
+    outcomes = run_ingest_stage(names, options)
+    passed = [n for n, o in outcomes.items() if o["success"] and not o["failed_checks"]]
+    lines = ["", "== 1. Ingest and quality gates (domain_pipeline_job per domain) =="] + _ingest_lines(outcomes)
+    lines.append(f"{len(passed)}/{len(names)} domains passed their gates")
+    result: dict = {"ok": True, "domains": outcomes}
+
+    if not options.skip_training:
+        if options.train_domain not in passed:
+            raise ValueError(f"cannot train on {options.train_domain!r}: its gates did not pass (see above)")
+        options.log(f"training {options.recipe} with GRPO for {options.steps} steps on {options.train_domain}")
+        training = run_training_stage(options)
+        result["training"] = training
+        meta = training.get("policy_checkpoint", {})
+        if not training["success"] or "checkpoint" not in meta:
+            result["ok"] = False
+            lines += ["", "== 2. Training FAILED ==", *training["errors"]]
+        else:
+            candidate = meta["checkpoint"]
+            lines += ["", f"== 2. GRPO training ({options.recipe}, {meta.get('steps')} steps on {options.train_domain}) ==",
+                      f"checkpoint {candidate}; final reward {meta.get('final_reward')}; "
+                      f"{meta.get('seconds', 0):.0f} s; MLflow run {meta.get('mlflow_run_id')}"]
+            from training.checkpoints import ensure_base_checkpoint
+
+            base = ensure_base_checkpoint(options.recipe, lake, lake.mlflow_uri).checkpoint
+            options.log(f"sweeping {base} and {candidate} on {len(passed)} domains "
+                        f"({options.sweep_items} items x K={options.sweep_samples}, {options.max_new_tokens} new tokens)")
+            evaluations = {ckpt: run_evaluation_stage(ckpt, passed, options) for ckpt in (base, candidate)}
+            result["evaluations"] = evaluations
+            promotion = evaluations[candidate].get("champion_promotion", {})
+            decision = promotion.get("reason") or "refused: " + "; ".join(
+                evaluations[candidate]["failed_checks"] or evaluations[candidate]["errors"] or ["see Dagster run"])
+            lines += ["", f"== 3. Sweep ({options.sweep_items} eval items per domain, K={options.sweep_samples}, "
+                          f"greedy, {options.max_new_tokens} new tokens) and regression report vs {base} ==",
+                      *_comparison_lines(lake, candidate, base),
+                      "MDE: the smallest drop this run could detect at 80% power; raise --sweep-items/"
+                      "--sweep-samples to shrink it.",
+                      "", "== 4. Promotion ==", str(decision)]
+            result["ok"] = all(e["success"] or e["failed_checks"] for e in evaluations.values())
+
     lines += [
         "",
-        f"{len(names) - len(blocked)}/{len(names)} domains passed their gates"
-        + (f"; blocked: {', '.join(blocked)}" if blocked else ""),
         f"finished in {time.monotonic() - started:.0f} s; data under {home}",
-        "",
         "Where to look next:",
         "  make ui          Dagster UI (runs, materializations, checks): http://localhost:3000",
         "  make dashboard   Streamlit dashboard for domain owners: http://localhost:8501",
-        f"  mlflow ui --backend-store-uri sqlite:///{home / 'mlflow.db'}   MLflow runs and models",
+        f"  mlflow ui --backend-store-uri sqlite:///{home / 'mlflow.db'} --port 5000   MLflow runs and models",
         "  assay sql \"SELECT domain, count(*) FROM samples GROUP BY 1\"   query the lake",
     ]
-    return {"ok": not any(not o["success"] for o in outcomes.values()), "domains": outcomes,
-            "text": "\n".join(lines)}
+    result["text"] = "\n".join(lines)
+    return result

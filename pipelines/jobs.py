@@ -11,11 +11,18 @@ ingest_job = dg.define_asset_job(
     description="Ingest one domain's generated train and eval samples into the lake.",
 )
 
-# The main job per domain partition: ingest, then the quality gates (their checks block training).
+# The main job per domain partition: ingest, the quality gates (their blocking checks stop the
+# rest for this domain only), then the domain's train set for GRPO.
 domain_pipeline_job = dg.define_asset_job(
-    "domain_pipeline_job", selection=dg.AssetSelection.groups("ingest", "quality"),
+    "domain_pipeline_job",
+    selection=dg.AssetSelection.groups("ingest", "quality") | dg.AssetSelection.assets("domain_train_set"),
     partitions_def=domain_partitions,
-    description="Ingest and gate one domain: what `assay demo` runs for every domain.",
+    description="Ingest, gate and package one domain's train set: what `assay demo` runs for every domain.",
+)
+
+training_job = dg.define_asset_job(
+    "training_job", selection=dg.AssetSelection.assets("policy_checkpoint"),
+    description="GRPO on the gated train sets of the configured domains; registers a checkpoint.",
 )
 
 # Per checkpoint partition: sweep every domain, then the regression report and the promotion.
@@ -30,4 +37,4 @@ checkpoint_evaluation_job = dg.define_asset_job(
     description="Sweep a checkpoint, compare it with the champion, and promote it or refuse.",
 )
 
-JOBS = [ingest_job, domain_pipeline_job, checkpoint_sweep_job, checkpoint_evaluation_job]
+JOBS = [ingest_job, domain_pipeline_job, training_job, checkpoint_sweep_job, checkpoint_evaluation_job]
