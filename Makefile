@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM ?= false
 
 install: $(VENV)/.installed ## venv + project + shipped data (+ bubblewrap where root)
 
-$(VENV)/.installed: pyproject.toml domains/shipped_data.py
+$(VENV)/.installed: pyproject.toml domains/shipped_data.py quality/build_artifacts.py
 	@$(MAKE) --no-print-directory system-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -19,6 +19,9 @@ $(VENV)/.installed: pyproject.toml domains/shipped_data.py
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/python -m domains.shipped_data
+	# offline build artifacts: the harmful-prompt classifier and every built-in domain's eval items
+	# (the contamination index), so the first ingest does not pay for them
+	$(BIN)/python -m quality.build_artifacts
 	touch $@
 
 system-deps: ## bubblewrap for the sandbox (needs root + apt; otherwise see README)

@@ -3,10 +3,10 @@
 The eval items are ``Domain.eval_items()`` of every domain in ``GateContext.all_domains`` (what
 sweeps benchmark). Generating them for ~115 domains is slow, so each domain's items are cached
 per process and on disk under ``$ASSAY_HOME/cache/eval_items/`` keyed by the domain's name,
-eval size and the source file (path + mtime) of its ``samples`` function. ``make install`` may
+eval size and the content of the source file of its ``samples`` function. ``make install`` may
 prebuild the built-in domains' items into ``<venv>/share/assay-data/cache/eval_items/``
 (``python -m quality.build_artifacts``), which every ``ASSAY_HOME`` then reads first;
-the key includes the source mtime, so an edited domain is never served stale items.
+the key includes the source's content hash, so an edited domain is never served stale items.
 
 A train row (rows with ``split == "eval"`` are the eval items themselves and are skipped) is
 contaminated when, for some eval item, both hold:
@@ -48,8 +48,8 @@ def _fingerprint(domain: Any) -> str:
     parts = [domain.name, str(domain.eval_size)]
     try:
         source = inspect.getsourcefile(domain.samples)
-        if source:
-            parts += [source, str(os.stat(source).st_mtime_ns)]
+        if source:  # the file's content, not its mtime: a fresh clone reuses the install-time cache
+            parts += [Path(source).name, hashlib.sha1(Path(source).read_bytes()).hexdigest()]
     except (TypeError, OSError):
         parts.append(f"nosource-{id(domain.samples)}")  # per process only
     return hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:16]
