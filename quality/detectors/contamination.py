@@ -18,6 +18,11 @@ contaminated when, for some eval item, both hold:
   several eval items share are template boilerplate and are left out of the index;
 - **same item**: the item's numbers (as a set) and names appear in the row, as in
   :mod:`quality.detectors.features`, so template siblings sharing boilerplate are not flagged.
+
+Both conditions need numbers the row has, so only candidate rows are tokenised: rows whose number
+multiset equals some item's (near match), and rows holding an item's longest number, its
+"anchor" (13-gram overlap). If some item with 13-grams has no number, every row of >= 13 words
+(at least 25 bytes) is a 13-gram candidate.
 """
 
 from __future__ import annotations
@@ -109,6 +114,9 @@ class EvalIndex:
     grams: np.ndarray             # distinct (item, 13-gram) hashes, sorted by gram
     gram_item: np.ndarray         # the item of each gram
     grams_per_item: np.ndarray    # distinct 13-grams per item
+    numkeys: np.ndarray           # sorted distinct number-multiset keys of the items
+    anchors: np.ndarray           # sorted hashes of each 13-gram item's longest number
+    numberless_grams: bool        # some item with 13-grams has no number (no anchor)
 
     @classmethod
     def build(cls, items: pl.DataFrame) -> "EvalIndex":
@@ -120,7 +128,17 @@ class EvalIndex:
         pairs = pairs.filter(pl.len().over("g") == 1)
         counts = np.bincount(pairs["i"].to_numpy(), minlength=items.height) if pairs.height else np.zeros(items.height, int)
         pairs = pairs.sort("g")
-        return cls(items, feats, pairs["g"].to_numpy(), pairs["i"].to_numpy(), counts)
+        h, rows, lengths = features.number_runs(items["prompt"])
+        order = np.lexsort((-lengths, rows))  # by item, longest number first
+        h, rows = h[order], rows[order]
+        first = np.ones(len(rows), dtype=bool)
+        first[1:] = rows[1:] != rows[:-1]
+        anchored = np.zeros(items.height, dtype=bool)
+        anchored[rows[first]] = True
+        gram_items = counts > 0
+        anchors = np.unique(h[first & gram_items[rows]]) if len(rows) else np.zeros(0, np.uint64)
+        return cls(items, feats, pairs["g"].to_numpy(), pairs["i"].to_numpy(), counts,
+                   np.unique(feats["numkey"].to_numpy()), anchors, bool((gram_items & ~anchored).any()))
 
 
 def eval_index(domains: Sequence[Any], cache_dir: Path | None) -> EvalIndex:
@@ -131,6 +149,25 @@ def eval_index(domains: Sequence[Any], cache_dir: Path | None) -> EvalIndex:
         _INDEX_CACHE.clear()  # one index per process is enough
         _INDEX_CACHE[key] = EvalIndex.build(items)
     return _INDEX_CACHE[key]
+
+
+def _isin_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[pos] == values
+
+
+def candidate_rows(frame: pl.DataFrame, index: EvalIndex, ctx=None) -> np.ndarray:
+    """Rows of ``frame`` that could be contaminated (see the module doc); a superset, cheap."""
+    run_hash, run_row, _, keys = features.prompt_numbers(frame, ctx)
+    cand = _isin_sorted(keys, index.numkeys)
+    if index.numberless_grams:
+        long_enough = frame.select(pl.col("prompt").fill_null("").str.len_bytes() >= 2 * NGRAM - 1)
+        cand |= long_enough.to_series().to_numpy()
+    elif len(index.anchors):
+        cand[run_row[_isin_sorted(run_hash, index.anchors)]] = True
+    return cand
 
 
 def contaminated_rows(feats: pl.DataFrame, index: EvalIndex, jaccard: float, overlap: float) -> np.ndarray:
@@ -193,15 +230,14 @@ class ContaminationDetector:
         lake = getattr(ctx, "lake", None)
         cache_dir = lake.home / "cache" / "eval_items" if lake is not None else None
         index = eval_index(domains, cache_dir)
-        train = frame["split"] != "eval" if "split" in frame.columns else pl.Series([True] * frame.height)
-        idx = train.arg_true()
+        train = (frame["split"] != "eval").fill_null(True).to_numpy() if "split" in frame.columns \
+            else np.ones(frame.height, dtype=bool)
+        idx = np.flatnonzero(train & candidate_rows(frame, index, ctx))
         out = np.zeros(frame.height, dtype=bool)
         if len(idx):
-            feats = features.prompt_features(frame, ctx)
-            if len(idx) < frame.height:
-                feats = feats[idx]
+            feats = features.item_features(frame["prompt"].gather(idx))
             hit = contaminated_rows(feats, index, threshold(ctx, "contamination_jaccard", DEFAULT_JACCARD),
                                     threshold(ctx, "contamination_ngram_overlap", DEFAULT_NGRAM_OVERLAP))
-            out[idx.to_numpy()[hit]] = True
+            out[idx[hit]] = True
         return pl.Series(self.code, out)
 

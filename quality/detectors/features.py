@@ -12,15 +12,20 @@ requires
 - a high **word-set Jaccard** similarity (order-free), estimated by MinHash/LSH and then computed
   exactly on the candidate pairs.
 
-Everything is polars/numpy over the whole batch: tokenising, hashing, MinHash signatures (a
-handful of universal hashes, min-reduced per row) and banding. Python touches only the candidate
-pairs, and those are verified with polars list operations too.
+Tokenising costs more than the rest of the row gates together, so it runs only on candidates:
+:func:`number_runs` hashes every row's numbers straight from the Arrow byte buffer (numpy, no
+per-row lists), and since the same item needs the same numbers, a row whose number multiset no
+other row (or eval item) shares can be ruled out before any word is extracted. On candidates,
+everything is polars/numpy: tokenising, hashing, MinHash signatures (a handful of universal
+hashes, min-reduced per row) and banding. Python touches only the candidate pairs, and those are
+verified with polars list operations too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 NUMBER_PATTERN = r"\d+(?:\.\d+)?"
 NAME_PATTERN = r"\b[A-Z][a-zA-Z]+\b"
@@ -64,12 +69,117 @@ def item_features(text: pl.Series) -> pl.DataFrame:
         norm_text = norm_text.scatter(idx, fixed)
     out = pl.DataFrame({"text": frame["text"], "_norm": norm_text.str.to_lowercase()}).with_columns(
         pl.col("_norm").str.extract_all(WORD).alias("words"),
-        pl.col("_norm").str.extract_all(r"\d+").alias("_digits"),
     )
     # Set semantics come from the set operations downstream, so "wordset" is the word list
     # itself (MinHash's min ignores repeats); de-duplicating 1M lists costs more than it saves.
     return out.with_columns(pl.col("words").alias("wordset"),
-                            pl.Series("numkey", multiset_key(out["_digits"]))).drop("_digits", "_norm")
+                            pl.Series("numkey", number_keys(frame["text"]), dtype=pl.UInt64)).drop("_norm")
+
+
+_HASH_MULT = np.uint64(0x100000001B3)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: makes number hashes non-linear, so that their wrapping sum is a
+    multiset key ({12, 34} and {14, 32} would collide under a plain polynomial hash)."""
+    with np.errstate(over="ignore"):
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return h ^ (h >> np.uint64(31))
+
+
+def _byte_buffer(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of all rows back to back and the row offsets into them (zero-copy)."""
+    arr = text.fill_null("").to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    base = int(offsets[0]) if len(offsets) else 0
+    return data[base:int(offsets[-1]) if len(offsets) else 0], offsets - base
+
+
+def _runs(data: np.ndarray, offsets: np.ndarray, digit: np.ndarray):
+    """Hash, row and length of every maximal run of ``digit`` bytes (runs never cross rows)."""
+    lo, hi = offsets[:-1], offsets[1:]
+    nonempty = hi > lo
+    prev = np.zeros_like(digit)
+    prev[1:] = digit[:-1]
+    prev[lo[nonempty]] = False
+    nxt = np.zeros_like(digit)
+    nxt[:-1] = digit[1:]
+    nxt[hi[nonempty] - 1] = False
+    starts = np.flatnonzero(digit & ~prev)
+    lengths = np.flatnonzero(digit & ~nxt) + 1 - starts
+    h = np.zeros(len(starts), dtype=np.uint64)
+    active, k = np.arange(len(starts)), 0
+    with np.errstate(over="ignore"):
+        while active.size:  # one pass per digit position: total work = number of digits
+            h[active] = h[active] * _HASH_MULT + data[starts[active] + k].astype(np.uint64)
+            k += 1
+            active = active[lengths[active] > k]
+    return _mix(h), np.searchsorted(offsets, starts, side="right") - 1, lengths
+
+
+def number_runs(text: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every number (``\\d+`` after dropping thousands separators) of every row, as (hash, row,
+    length), ordered by row. Pure-ASCII rows are scanned as bytes in numpy; the rare rows with a
+    thousands separator or a non-ASCII byte (``\\d`` is Unicode) go through the regex and get the
+    same hashes."""
+    text = text.fill_null("")
+    data, offsets = _byte_buffer(text)
+    odd = text.str.contains(r"\d,\d{3}").to_numpy().copy()
+    high = np.flatnonzero(data >= 0x80)
+    if high.size:
+        odd[np.unique(np.searchsorted(offsets, high, side="right") - 1)] = True
+    h, rows, lengths = _runs(data, offsets, (data >= 48) & (data <= 57))
+    if not odd.any():
+        return h, rows, lengths
+    keep = ~odd[rows]
+    odd_idx = np.flatnonzero(odd)
+    joined = pl.DataFrame({"t": text.gather(odd_idx)}).select(
+        strip_thousands(pl.col("t")).str.extract_all(r"\d+").list.join(" "))["t"]
+    odata, ooffsets = _byte_buffer(joined)
+    oh, orows, olen = _runs(odata, ooffsets, odata != 32)
+    rows = np.concatenate([rows[keep], odd_idx[orows]])
+    order = np.argsort(rows, kind="stable")
+    return (np.concatenate([h[keep], oh])[order], rows[order], np.concatenate([lengths[keep], olen])[order])
+
+
+def segment_sum(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """Wrapping uint64 sum of ``values`` per row (``rows`` ascending); 0 for rows with none."""
+    out = np.zeros(n, dtype=np.uint64)
+    if values.size:
+        counts = np.bincount(rows, minlength=n)
+        starts = np.cumsum(counts) - counts
+        nonempty = counts > 0
+        with np.errstate(over="ignore"):
+            out[nonempty] = np.add.reduceat(values, starts[nonempty])
+    return out
+
+
+def number_keys(text: pl.Series) -> np.ndarray:
+    """An order-free key of each row's number multiset (sum of the numbers' hashes)."""
+    h, rows, _ = number_runs(text)
+    return segment_sum(h, rows, len(text))
+
+
+def prompt_numbers(frame: pl.DataFrame, ctx=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`number_runs` of ``frame["prompt"]`` plus the per-row keys, memoised in ``ctx.cache``
+    for the batch (near_duplicate and contamination both start from them)."""
+    cache = getattr(ctx, "cache", None)
+    key = ("prompt_numbers", id(frame), frame.height)
+    if cache is not None and key in cache:
+        return cache[key]
+    h, rows, lengths = number_runs(frame["prompt"])
+    out = (h, rows, lengths, segment_sum(h, rows, frame.height))
+    if cache is not None:
+        cache.clear() if len(cache) > 64 else None
+        cache[key] = out
+    return out
 
 
 def prompt_features(frame: pl.DataFrame, ctx=None) -> pl.DataFrame:
@@ -107,19 +217,6 @@ def exploded_hashes(lists: pl.Series, seed: int) -> tuple[np.ndarray, np.ndarray
         keep = np.repeat(lengths > 0, np.maximum(lengths, 1))
         flat = flat.filter(pl.Series(keep))
     return flat.hash(seed).to_numpy().astype(np.uint64, copy=False), lengths
-
-
-def multiset_key(lists: pl.Series) -> np.ndarray:
-    """An order-free key of each list's multiset of strings: the wrapping sum of element hashes."""
-    values, lengths = exploded_hashes(lists, 3)
-    out = np.zeros(len(lengths), dtype=np.uint64)
-    nonempty = lengths > 0
-    if values.size:
-        starts = np.zeros(len(lengths), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        with np.errstate(over="ignore"):  # segments of the non-empty rows only (empty ones add nothing)
-            out[nonempty] = np.add.reduceat(values, starts[nonempty])
-    return out
 
 
 def _numbers_and_names(frame: pl.DataFrame) -> pl.DataFrame:
