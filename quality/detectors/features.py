@@ -102,26 +102,53 @@ def _byte_buffer(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return data[base:int(offsets[-1]) if len(offsets) else 0], offsets - base
 
 
+_LOW_BYTES = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1], dtype=np.uint64)
+
+
+def _first_word(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The 8 bytes from each start as a little-endian uint64 (zeros past the end of data)."""
+    words = np.zeros(len(starts), dtype=np.uint64)
+    body = max(len(data) - 7, 0)  # starts below this have 8 bytes to read
+    inside = starts < body
+    if body:
+        windows = np.lib.stride_tricks.as_strided(data, shape=(body, 8), strides=(1, 1))
+        words[inside] = np.ascontiguousarray(windows[starts[inside]]).view(np.uint64).reshape(-1)
+    if not inside.all():
+        tail = np.zeros(16, dtype=np.uint8)
+        tail[:len(data) - body] = data[body:]
+        twin = np.lib.stride_tricks.as_strided(tail, shape=(8, 8), strides=(1, 1))
+        words[~inside] = np.ascontiguousarray(twin[starts[~inside] - body]).view(np.uint64).reshape(-1)
+    return words
+
+
 def _runs(data: np.ndarray, offsets: np.ndarray, digit: np.ndarray):
     """Hash, row and length of every maximal run of ``digit`` bytes (runs never cross rows)."""
-    lo, hi = offsets[:-1], offsets[1:]
-    nonempty = hi > lo
-    prev = np.zeros_like(digit)
-    prev[1:] = digit[:-1]
-    prev[lo[nonempty]] = False
-    nxt = np.zeros_like(digit)
-    nxt[:-1] = digit[1:]
-    nxt[hi[nonempty] - 1] = False
-    starts = np.flatnonzero(digit & ~prev)
-    lengths = np.flatnonzero(digit & ~nxt) + 1 - starts
-    h = np.zeros(len(starts), dtype=np.uint64)
-    active, k = np.arange(len(starts)), 0
+    edges = np.flatnonzero(digit[1:] != digit[:-1]) + 1
+    if digit.size and digit[0]:
+        edges = np.concatenate([[0], edges])
+    if digit.size and digit[-1]:
+        edges = np.concatenate([edges, [digit.size]])
+    starts, ends = edges[0::2], edges[1::2]  # runs alternate: rise, fall, rise, fall...
+    inner = offsets[1:-1]
+    inner = inner[(inner > 0) & (inner < len(data))]
+    cross = inner[digit[inner - 1] & digit[inner]]  # a run that spans two rows is two runs
+    cross = cross[np.diff(cross, prepend=-1) > 0]  # empty rows repeat an offset
+    if cross.size:
+        starts, ends = np.sort(np.concatenate([starts, cross])), np.sort(np.concatenate([ends, cross]))
+    lengths = ends - starts
+    # the first 8 bytes of each run as one little-endian word (an unaligned load via a strided
+    # view of the padded buffer), bytes past the run masked off; longer runs continue bytewise
+    h = _first_word(data, starts) & _LOW_BYTES[np.minimum(lengths, 8)]
+    active, k = np.flatnonzero(lengths > 8), 8
     with np.errstate(over="ignore"):
-        while active.size:  # one pass per digit position: total work = number of digits
+        while active.size:  # total work = digits beyond the 8th: rare
             h[active] = h[active] * _HASH_MULT + data[starts[active] + k].astype(np.uint64)
             k += 1
             active = active[lengths[active] > k]
-    return _mix(h), np.searchsorted(offsets, starts, side="right") - 1, lengths
+        h = _mix(h + lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    first = np.searchsorted(starts, offsets)  # each row's first run
+    rows = np.repeat(np.arange(len(offsets) - 1), np.diff(first))
+    return h, rows, lengths
 
 
 def number_runs(text: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -132,10 +159,10 @@ def number_runs(text: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     text = text.fill_null("")
     data, offsets = _byte_buffer(text)
     odd = text.str.contains(r"\d,\d{3}").to_numpy().copy()
-    high = np.flatnonzero(data >= 0x80)
-    if high.size:
+    if data.size and data.max() >= 0x80:
+        high = np.flatnonzero(data >= 0x80)
         odd[np.unique(np.searchsorted(offsets, high, side="right") - 1)] = True
-    h, rows, lengths = _runs(data, offsets, (data >= 48) & (data <= 57))
+    h, rows, lengths = _runs(data, offsets, (data - np.uint8(48)) < 10)
     if not odd.any():
         return h, rows, lengths
     keep = ~odd[rows]
