@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from quality import reasons
-from quality.detectors.base import no_flags, threshold
+from quality.detectors.base import matches, no_flags, shared_scan, threshold
 
 MARKER = (r"(?i)(?:\bthe\s+(?:correct\s+|final\s+|right\s+|expected\s+)?(?:answer|solution|result)\s+(?:is|=|would\s+be)"
           r"|\b(?:final\s+)?(?:answer|solution)\s*[:=]|\bhint\s*:\s*it'?s)\s*:?\s*([^\n]{1,200})")
+shared_scan(MARKER)
 DEFAULT_MIN_CHARS = 24
 
 
@@ -39,8 +41,8 @@ class AnswerLeakDetector:
         min_chars = int(threshold(ctx, "answer_leak_min_chars", DEFAULT_MIN_CHARS))
         answer = _norm(pl.col("answer").fill_null(""))
         # rule 1, only where a marker occurs (a cheap vectorised pre-test)
-        marked = frame.select(pl.col("prompt").fill_null("").str.contains(MARKER).alias("m"))["m"]
-        out = pl.Series(self.code, [False] * frame.height, dtype=pl.Boolean)
+        marked = pl.Series("m", matches(frame, "prompt", MARKER, ctx))
+        out = pl.Series(self.code, np.zeros(frame.height, dtype=bool))
         idx = marked.arg_true()
         if len(idx):
             sub = frame[idx]

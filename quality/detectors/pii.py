@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from quality import reasons
-from quality.detectors.base import any_field, verify_candidates
+from quality.detectors.base import any_match, shared_scan, verify_candidates
 
 FIELDS = ("prompt", "answer")
 
@@ -30,6 +30,9 @@ PHONE = (
 # 13-19 digits, bare or in groups of 4 (Amex 4-6-5): digit grids ("7 7 7 7 ...") are not cards
 CARD_CANDIDATE = r"\b(?:\d{13,19}|\d{4}(?:[ \-]\d{4}){2}[ \-]\d{1,7}|\d{4}[ \-]\d{6}[ \-]\d{5})\b"
 IBAN_CANDIDATE = r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"
+
+for _pattern in (EMAIL, PHONE, CARD_CANDIDATE, IBAN_CANDIDATE):
+    shared_scan(_pattern)
 
 # Issuer prefixes and lengths (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro).
 _CARD_SHAPES = re.compile(
@@ -74,9 +77,7 @@ class PiiDetector:
     fields: tuple[str, ...] = FIELDS
 
     def flags(self, frame: pl.DataFrame, ctx=None) -> pl.Series:
-        direct = frame.select(
-            any_field(frame, self.fields, lambda c: c.str.contains(EMAIL) | c.str.contains(PHONE)).alias("f")
-        )["f"]
-        cards = verify_candidates(frame, self.fields, CARD_CANDIDATE, is_card_number)
-        ibans = verify_candidates(frame, self.fields, IBAN_CANDIDATE, is_iban)
-        return (direct | cards | ibans).alias(self.code)
+        direct = any_match(frame, self.fields, (EMAIL, PHONE), ctx)
+        cards = verify_candidates(frame, self.fields, CARD_CANDIDATE, is_card_number, ctx)
+        ibans = verify_candidates(frame, self.fields, IBAN_CANDIDATE, is_iban, ctx)
+        return pl.Series(self.code, direct | cards | ibans)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from quality import reasons
-from quality.detectors.base import any_field
+from quality.detectors.base import any_match, shared_scan
 
 FIELDS = ("prompt",)
 
@@ -55,6 +55,8 @@ INJECTION = "(?i)" + "|".join((
     r"\b(?:from\s+now\s+on|henceforth),?\s+(?:you\s+(?:will|must|are)|ignore|respond\s+without)",
 ))
 
+shared_scan(INJECTION)
+
 
 @dataclass(frozen=True)
 class PromptInjectionDetector:
@@ -62,4 +64,4 @@ class PromptInjectionDetector:
     fields: tuple[str, ...] = FIELDS
 
     def flags(self, frame: pl.DataFrame, ctx=None) -> pl.Series:
-        return frame.select(any_field(frame, self.fields, lambda c: c.str.contains(INJECTION)).alias(self.code))[self.code]
+        return pl.Series(self.code, any_match(frame, self.fields, (INJECTION,), ctx))

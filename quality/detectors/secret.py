@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from quality import reasons
-from quality.detectors.base import any_field, verify_candidates
+from quality.detectors.base import any_match, shared_scan, verify_candidates
 
 FIELDS = ("prompt", "answer")
 
@@ -36,6 +36,8 @@ ASSIGNMENT = (
     r"(?i)(?:^|[^A-Za-z0-9])(?:[A-Za-z0-9]+[_-])*(?:api[_-]?key|apikey|secret(?:[_-]?key)?|access[_-]?key|auth[_-]?token|token|"
     r"passw(?:or)?d|pwd|client[_-]?secret|private[_-]?key)\b['\"]?\s*[:=]\s*['\"]?[A-Za-z0-9_\-/+=.#!@$%^&*]{16,}"
 )
+shared_scan(KNOWN_TOKENS)
+shared_scan(ASSIGNMENT)
 _VALUE = re.compile(r"[:=]\s*['\"]?([A-Za-z0-9_\-/+=.#!@$%^&*]{16,})")
 MIN_ENTROPY_BITS = 3.5
 
@@ -63,6 +65,6 @@ class SecretDetector:
     fields: tuple[str, ...] = FIELDS
 
     def flags(self, frame: pl.DataFrame, ctx=None) -> pl.Series:
-        direct = frame.select(any_field(frame, self.fields, lambda c: c.str.contains(KNOWN_TOKENS)).alias("f"))["f"]
-        generic = verify_candidates(frame, self.fields, ASSIGNMENT, is_high_entropy_value)
-        return (direct | generic).alias(self.code)
+        direct = any_match(frame, self.fields, (KNOWN_TOKENS,), ctx)
+        generic = verify_candidates(frame, self.fields, ASSIGNMENT, is_high_entropy_value, ctx)
+        return pl.Series(self.code, direct | generic)
