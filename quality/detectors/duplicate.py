@@ -20,11 +20,24 @@ def content_hashes(frame: pl.DataFrame) -> pl.Series:
                                       zip(frame["prompt"].to_list(), frame["answer"].to_list())])
 
 
+def exact_duplicates(frame: pl.DataFrame, ctx=None) -> pl.Series:
+    """The ``duplicate`` mask, memoised in ``ctx.cache`` for the batch: near_duplicate needs it
+    too (an exact duplicate is reported as ``duplicate`` only)."""
+    cache = getattr(ctx, "cache", None)
+    key = ("exact_duplicates", id(frame))
+    if cache is not None and key in cache and cache[key][0] is frame:
+        return cache[key][1]
+    hashes = content_hashes(frame)
+    seen = admitted_rows(ctx)["content_hash"]
+    mask = (~hashes.is_first_distinct() | hashes.is_in(seen.implode())).alias(reasons.DUPLICATE)
+    if cache is not None:
+        cache[key] = (frame, mask)  # holding the frame keeps its id from being reused
+    return mask
+
+
 @dataclass(frozen=True)
 class DuplicateDetector:
     code: str = reasons.DUPLICATE
 
     def flags(self, frame: pl.DataFrame, ctx=None) -> pl.Series:
-        hashes = content_hashes(frame)
-        seen = admitted_rows(ctx)["content_hash"]
-        return (~hashes.is_first_distinct() | hashes.is_in(seen.implode())).alias(self.code)
+        return exact_duplicates(frame, ctx).alias(self.code)

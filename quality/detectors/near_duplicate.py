@@ -21,7 +21,7 @@ import polars as pl
 from quality import reasons
 from quality.detectors import features
 from quality.detectors.admitted import admitted_rows
-from quality.detectors.duplicate import content_hashes
+from quality.detectors.duplicate import exact_duplicates
 
 DEFAULT_JACCARD = 0.8
 
@@ -74,6 +74,4 @@ class NearDuplicateDetector:
             first_new = int(np.searchsorted(cand, n_old))
             near[cand[first_new:] - n_old] = earlier_same_item(feats, first_new, jaccard)
         near = pl.Series(self.code, near)
-        hashes = content_hashes(frame)
-        exact = ~hashes.is_first_distinct() | hashes.is_in(existing["content_hash"].implode())
-        return (near & ~exact).alias(self.code)
+        return (near & ~exact_duplicates(frame, ctx)).alias(self.code)
