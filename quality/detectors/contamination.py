@@ -151,22 +151,14 @@ def eval_index(domains: Sequence[Any], cache_dir: Path | None) -> EvalIndex:
     return _INDEX_CACHE[key]
 
 
-def _isin_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    if len(sorted_set) == 0:
-        return np.zeros(len(values), dtype=bool)
-    pos = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    return sorted_set[pos] == values
-
-
 def candidate_rows(frame: pl.DataFrame, index: EvalIndex, ctx=None) -> np.ndarray:
     """Rows of ``frame`` that could be contaminated (see the module doc); a superset, cheap."""
-    run_hash, run_row, _, keys = features.prompt_numbers(frame, ctx)
-    cand = _isin_sorted(keys, index.numkeys)
+    cand = features.isin_sorted(features.prompt_number_keys(frame, ctx), index.numkeys)
     if index.numberless_grams:
         long_enough = frame.select(pl.col("prompt").fill_null("").str.len_bytes() >= 2 * NGRAM - 1)
         cand |= long_enough.to_series().to_numpy()
     elif len(index.anchors):
-        cand[run_row[_isin_sorted(run_hash, index.anchors)]] = True
+        cand |= features.rows_holding(frame["prompt"], index.anchors)
     return cand
 
 

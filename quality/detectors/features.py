@@ -151,14 +151,8 @@ def _runs(data: np.ndarray, offsets: np.ndarray, digit: np.ndarray):
     return h, rows, lengths
 
 
-def number_runs(text: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every number (``\\d+`` after dropping thousands separators) of every row, as (hash, row,
-    length), ordered by row. Pure-ASCII rows are scanned as bytes in numpy; the rare rows with a
-    thousands separator or a non-ASCII byte (``\\d`` is Unicode) go through the regex and get the
-    same hashes."""
-    text = text.fill_null("")
+def _number_runs(text: pl.Series, odd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     data, offsets = _byte_buffer(text)
-    odd = text.str.contains(r"\d,\d{3}").to_numpy().copy()
     if data.size and data.max() >= 0x80:
         high = np.flatnonzero(data >= 0x80)
         odd[np.unique(np.searchsorted(offsets, high, side="right") - 1)] = True
@@ -176,37 +170,82 @@ def number_runs(text: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (np.concatenate([h[keep], oh])[order], rows[order], np.concatenate([lengths[keep], olen])[order])
 
 
-def segment_sum(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
-    """Wrapping uint64 sum of ``values`` per row (``rows`` ascending); 0 for rows with none."""
-    out = np.zeros(n, dtype=np.uint64)
-    if values.size:
-        counts = np.bincount(rows, minlength=n)
-        starts = np.cumsum(counts) - counts
-        nonempty = counts > 0
-        with np.errstate(over="ignore"):
-            out[nonempty] = np.add.reduceat(values, starts[nonempty])
-    return out
+# Rows per chunk of the number scan: its temporaries stay a few MB and are reused from chunk to
+# chunk; a scan of the whole column at once spends most of its time faulting in fresh pages.
+_CHUNK_ROWS = 1 << 15
+
+
+def iter_number_runs(text: pl.Series):
+    """Every number (``\\d+`` after dropping thousands separators) of every row, as (hash, row,
+    length) arrays ordered by row, one chunk of rows at a time. Pure-ASCII rows are scanned as
+    bytes in numpy; the rare rows with a thousands separator or a non-ASCII byte (``\\d`` is
+    Unicode) go through the regex and get the same hashes."""
+    text = text.fill_null("")
+    separators = text.str.contains(r"\d,\d{3}").to_numpy()  # one regex pass for all chunks
+    for start in range(0, len(text), _CHUNK_ROWS):
+        odd = separators[start:start + _CHUNK_ROWS].copy()
+        h, rows, lengths = _number_runs(text.slice(start, _CHUNK_ROWS), odd)
+        yield h, rows + start, lengths
+
+
+def number_runs(text: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`iter_number_runs` in one piece (for small columns: the eval items)."""
+    parts = list(iter_number_runs(text))
+    if not parts:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return tuple(np.concatenate(p) for p in zip(*parts))
 
 
 def number_keys(text: pl.Series) -> np.ndarray:
-    """An order-free key of each row's number multiset (sum of the numbers' hashes)."""
-    h, rows, _ = number_runs(text)
-    return segment_sum(h, rows, len(text))
+    """An order-free key of each row's number multiset: the wrapping sum of its numbers' hashes
+    (0 for a row without numbers)."""
+    out = np.zeros(len(text), dtype=np.uint64)
+    for h, rows, _ in iter_number_runs(text):
+        if h.size:
+            first = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))
+            with np.errstate(over="ignore"):
+                out[rows[first]] = np.add.reduceat(h, first)
+    return out
 
 
-def prompt_numbers(frame: pl.DataFrame, ctx=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`number_runs` of ``frame["prompt"]`` plus the per-row keys, memoised in ``ctx.cache``
-    for the batch (near_duplicate and contamination both start from them)."""
+def isin_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin`` for uint64 hashes against a small sorted set: a 2^20-bit table of the set's top
+    bits rules out almost every value with one gather; only the rest pay a binary search."""
+    out = np.zeros(len(values), dtype=bool)
+    if len(sorted_set) == 0 or len(values) == 0:
+        return out
+    shift = np.uint64(44)
+    table = np.zeros(1 << 20, dtype=bool)
+    table[sorted_set >> shift] = True
+    maybe = np.flatnonzero(table[values >> shift])
+    if maybe.size:
+        v = values[maybe]
+        pos = np.minimum(np.searchsorted(sorted_set, v), len(sorted_set) - 1)
+        out[maybe] = sorted_set[pos] == v
+    return out
+
+
+def rows_holding(text: pl.Series, sorted_hashes: np.ndarray) -> np.ndarray:
+    """Per row: does it contain a number whose hash is in ``sorted_hashes``?"""
+    out = np.zeros(len(text), dtype=bool)
+    if len(sorted_hashes):
+        for h, rows, _ in iter_number_runs(text):
+            out[rows[isin_sorted(h, sorted_hashes)]] = True
+    return out
+
+
+def prompt_number_keys(frame: pl.DataFrame, ctx=None) -> np.ndarray:
+    """:func:`number_keys` of ``frame["prompt"]``, memoised in ``ctx.cache`` for the batch
+    (near_duplicate and contamination both start from them)."""
     cache = getattr(ctx, "cache", None)
-    key = ("prompt_numbers", id(frame), frame.height)
-    if cache is not None and key in cache:
-        return cache[key]
-    h, rows, lengths = number_runs(frame["prompt"])
-    out = (h, rows, lengths, segment_sum(h, rows, frame.height))
+    key = ("prompt_number_keys", id(frame))
+    if cache is not None and key in cache and cache[key][0] is frame:
+        return cache[key][1]
+    keys = number_keys(frame["prompt"])
     if cache is not None:
         cache.clear() if len(cache) > 64 else None
-        cache[key] = out
-    return out
+        cache[key] = (frame, keys)  # holding the frame keeps its id from being reused
+    return keys
 
 
 def prompt_features(frame: pl.DataFrame, ctx=None) -> pl.DataFrame:

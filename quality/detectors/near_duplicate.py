@@ -60,7 +60,7 @@ class NearDuplicateDetector:
         existing = admitted_rows(ctx)
         n_old = existing.height
         prompts, answers = frame["prompt"].fill_null(""), frame["answer"].fill_null("")
-        keys = features.prompt_numbers(frame, ctx)[3] + features.number_keys(answers)
+        keys = features.prompt_number_keys(frame, ctx) + features.number_keys(answers)
         if n_old:
             prompts = pl.concat([existing["prompt"].fill_null(""), prompts])
             answers = pl.concat([existing["answer"].fill_null(""), answers])
