@@ -250,20 +250,6 @@ def prompt_number_keys(frame: pl.DataFrame, ctx=None) -> np.ndarray:
     return keys
 
 
-def prompt_features(frame: pl.DataFrame, ctx=None) -> pl.DataFrame:
-    """:func:`item_features` of ``frame["prompt"]``, memoised in ``ctx.cache`` for the batch, so
-    near_duplicate and contamination tokenise a batch's prompts once."""
-    cache = getattr(ctx, "cache", None)
-    key = ("prompt_features", id(frame), frame.height)
-    if cache is not None and key in cache:
-        return cache[key]
-    feats = item_features(frame["prompt"])
-    if cache is not None:
-        cache.clear() if len(cache) > 64 else None
-        cache[key] = feats
-    return feats
-
-
 def with_answers(prompt_feats: pl.DataFrame, answers: pl.Series) -> pl.DataFrame:
     """Features of ``prompt + "\n" + answer`` from the prompt's features: word lists concatenate
     and number-multiset keys add (the key is a sum of element hashes)."""
