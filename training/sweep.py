@@ -356,13 +356,9 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
                      log: Callable[[str], None] | None = None, **engine_options) -> tuple[SweepResult, str | None]:
     """Resolve ``ref`` (checkpoint id | champion | latest | base-<recipe>), sweep it on ``domains``
     with one model load, and log the sweep to MLflow. Returns (result, MLflow run id or None)."""
-    import mlflow
-
     from training.checkpoints import resolve_checkpoint
 
-    # MLflow 3.17 looks LoggedModels up through the global tracking URI when registering a model
-    # version (the base pseudo-checkpoint is registered on first use): make it this lake's store.
-    mlflow.set_tracking_uri(tracking_uri)
+    # (registering the base pseudo-checkpoint handles MLflow's global-URI quirk itself, scoped)
     record = resolve_checkpoint(ref, lake, tracking_uri)
 
     def factory():

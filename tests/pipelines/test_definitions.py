@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from tests.conftest import REPO, write_plugin
+from tests.conftest import PLUGIN_TEMPLATE, REPO, write_plugin
 
 HEAVY = ("torch", "deepspeed", "great_expectations", "transformers")
 
@@ -78,8 +78,11 @@ def test_domain_partition_materializes_with_metadata(assay_home, tmp_path, monke
 def test_parallel_partition_runs_do_not_collide(assay_home, tmp_path):
     plugins = tmp_path / "plugins"
     names = [f"par_{i}" for i in range(4)]
-    for name in names:
-        write_plugin(plugins, name)
+    for i, name in enumerate(names):
+        # distinct items per domain (the dedup gate compares rows across all domains): own numbers
+        body = PLUGIN_TEMPLATE.format(name=name).replace(
+            "k = base + seed * 1000 + i", f"k = base + seed * 1000 + i + {(i + 1) * 100_000}")
+        write_plugin(plugins, name, body)
     env = {**os.environ, "ASSAY_DOMAINS_PATH": str(plugins), "ASSAY_HOME": str(assay_home),
            "DAGSTER_HOME": str(assay_home / "dagster")}
     # Create the instance's storage once, as `make ui`/`assay demo` do: Dagster's own SQLite
