@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from quality import reasons
 from quality.detectors.admitted import admitted_rows
+from quality.detectors.features import duplicated_u64
 from quality.normalize import content_hash
 
 
@@ -28,8 +30,15 @@ def exact_duplicates(frame: pl.DataFrame, ctx=None) -> pl.Series:
     if cache is not None and key in cache and cache[key][0] is frame:
         return cache[key][1]
     hashes = content_hashes(frame)
+    # only rows whose 64-bit hash of the content hash repeats can repeat: compare those exactly
+    maybe = np.flatnonzero(duplicated_u64(hashes.hash().to_numpy()))
+    repeat = np.zeros(frame.height, dtype=bool)
+    if maybe.size:
+        repeat[maybe] = ~hashes.gather(maybe).is_first_distinct().to_numpy()
     seen = admitted_rows(ctx)["content_hash"]
-    mask = (~hashes.is_first_distinct() | hashes.is_in(seen.implode())).alias(reasons.DUPLICATE)
+    if len(seen):
+        repeat |= hashes.is_in(seen.implode()).fill_null(False).to_numpy()
+    mask = pl.Series(reasons.DUPLICATE, repeat)
     if cache is not None:
         cache[key] = (frame, mask)  # holding the frame keeps its id from being reused
     return mask

@@ -67,7 +67,7 @@ class NearDuplicateDetector:
             old_keys = features.number_keys(existing["prompt"]) + features.number_keys(existing["answer"])
             keys = np.concatenate([old_keys, keys])
         # a row no other row shares its numbers with has a bucket of its own in every band
-        cand = np.flatnonzero(pl.Series(keys, dtype=pl.UInt64).is_duplicated().to_numpy())
+        cand = np.flatnonzero(features.duplicated_u64(keys))
         near = np.zeros(frame.height, dtype=bool)
         if cand.size:
             feats = features.with_answers(features.item_features(prompts.gather(cand)), answers.gather(cand))
