@@ -90,7 +90,9 @@ def _mix(h: np.ndarray) -> np.ndarray:
 
 def _byte_buffer(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """The UTF-8 bytes of all rows back to back and the row offsets into them (zero-copy)."""
-    arr = text.fill_null("").to_arrow()
+    if text.null_count():  # fill_null runs a query even without nulls: ~1 ms a chunk
+        text = text.fill_null("")
+    arr = text.to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if arr.type != pa.large_string():
@@ -180,7 +182,7 @@ def iter_number_runs(text: pl.Series):
     length) arrays ordered by row, one chunk of rows at a time. Pure-ASCII rows are scanned as
     bytes in numpy; the rare rows with a thousands separator or a non-ASCII byte (``\\d`` is
     Unicode) go through the regex and get the same hashes."""
-    text = text.fill_null("")
+    text = text.fill_null("") if text.null_count() else text
     separators = text.str.contains(r"\d,\d{3}").to_numpy()  # one regex pass for all chunks
     mean_bytes = (text.str.len_bytes().sum() or 0) / max(len(text), 1)
     chunk = min(_CHUNK_ROWS, max(1024, int(_CHUNK_BYTES / max(mean_bytes, 1))))
