@@ -54,3 +54,17 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeou
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True,
                           text=True, env=full_env, cwd=cwd or REPO, timeout=timeout)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_dagster_state_storage():
+    """Dagster keeps the current instance's defs-state storage in a ContextVar; an instance made
+    in one test (and its tmp DAGSTER_HOME, deleted afterwards) must not leak into the next one's
+    definitions loading ("unable to open database file")."""
+    yield
+    if "dagster" in sys.modules:
+        from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
+        from dagster._core.storage.defs_state import base
+
+        base._current_storage.set(None)
+        DefinitionsLoadContext._instance = None
