@@ -21,7 +21,8 @@ from typing import Callable
 
 from domains import get_registry
 
-PACK_TAG = "reasoning_gym_pack"
+# Domain packs (one module registering many domains) are left out of the default "core" demo.
+PACK_SOURCES = ("domains/builtin/reasoning_gym_pack.py",)
 
 
 @dataclass
@@ -51,7 +52,7 @@ def select_domains(spec: str) -> list[str]:
     if spec == "builtin":
         return builtin
     if spec == "core":
-        return [n for n in builtin if PACK_TAG not in registry.get(n).tags]
+        return [n for n in builtin if registry.sources[n] not in PACK_SOURCES]
     if spec == "all":
         return registry.names
     names = [n.strip() for n in spec.split(",") if n.strip()]
