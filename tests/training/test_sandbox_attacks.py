@@ -99,10 +99,12 @@ for target in {[str(p) for p in host_targets]!r}:
         target.unlink()  # clean up before failing, so a broken sandbox leaves no litter behind
     assert leaked == [], f"the sandbox wrote {leaked} on the host"
     assert result.status == "ok", result.stderr
-    # Inside, only its own /tmp accepts writes (the host's /tmp and tmp_path are not visible there).
+    # Inside, only its own /tmp (private scratch) accepts writes. When the repo or tmp_path lives
+    # under the host's /tmp (a CI clone in /tmp, say), those paths resolve inside the scratch too:
+    # harmless, and the host-side check above is what proves nothing escaped.
     wrote = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("wrote")}
-    assert wrote <= {str(tmp_path / marker), f"/tmp/{marker}"} and f"/tmp/{marker}" in wrote, result.stdout
-    assert all(p.startswith("/tmp/") for p in wrote)
+    assert f"/tmp/{marker}" in wrote, result.stdout
+    assert all(p.startswith("/tmp/") for p in wrote), result.stdout
 
 
 def test_nothing_but_scratch_is_writable():
