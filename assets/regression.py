@@ -36,14 +36,9 @@ class RegressionConfig(dg.Config):
     """Benjamini-Hochberg false discovery rate across domains (warnings)."""
 
 
-class PromotionConfig(dg.Config):
-    anchor: str = ""
-    """The same anchor as regression_report's (a regression against it also refuses)."""
-    protected: list[str] = []
-    margin: float = 0.01
-    margins: dict[str, float] = {}
-    alpha: float = 0.05
-    q: float = 0.05
+class PromotionConfig(RegressionConfig):
+    """The same settings as ``regression_report``'s: the promotion re-derives the same verdicts
+    (a regression against the champion or the anchor refuses)."""
 
 
 def _reports(lake, tracking_uri: str, candidate: str, cfg) -> tuple[str | None, dict]:
