@@ -32,7 +32,7 @@ class DemoOptions:
     recipe: str = "smollm2"
     train_domain: str = "math_arith_easy"
     steps: int = 8
-    sweep_items: int = 16
+    sweep_items: int = 24
     sweep_samples: int = 1
     max_new_tokens: int = 64
     skip_training: bool = False

@@ -23,7 +23,7 @@ def register(subparsers) -> None:
     parser.add_argument("--train-domain", default="math_arith_easy",
                         help="domain to train on (default math_arith_easy: 2-term single-digit sums)")
     parser.add_argument("--steps", type=int, default=8, help="GRPO steps (default 8)")
-    parser.add_argument("--sweep-items", type=int, default=16, help="eval items per domain in the sweeps")
+    parser.add_argument("--sweep-items", type=int, default=24, help="eval items per domain in the sweeps")
     parser.add_argument("--sweep-samples", type=int, default=1, help="samples per eval item (K)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="completion length in the sweeps")
     parser.add_argument("--skip-training", action="store_true", help="stop after ingest and gates")
