@@ -59,11 +59,12 @@ def test_domain_partition_materializes_with_metadata(assay_home, tmp_path, monke
 
     importlib.reload(pipelines.partitions)
     importlib.reload(assets.ingest)
-    result = dg.materialize(
-        [assets.ingest.domain_samples], partition_key="unit_convert",
-        resources=default_resources(str(assay_home)),
-        run_config={"ops": {"domain_samples": {"config": {"train_samples": 30}}}},
-    )
+    with dg.instance_for_test() as instance:  # an instance of its own, never a stale ambient one
+        result = dg.materialize(
+            [assets.ingest.domain_samples], partition_key="unit_convert",
+            resources=default_resources(str(assay_home)), instance=instance,
+            run_config={"ops": {"domain_samples": {"config": {"train_samples": 30}}}},
+        )
     assert result.success
     [event] = result.get_asset_materialization_events()
     metadata = event.materialization.metadata

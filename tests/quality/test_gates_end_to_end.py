@@ -94,11 +94,12 @@ def test_failing_gate_blocks_only_its_domains_train_set(assay_home, tmp_path, mo
     monkeypatch.setattr("assets.ingest.get_registry", lambda: _only(registry, ["gate_ok", "gate_bad"]))
     outcome = {}
     for name in ("gate_bad", "gate_ok"):
-        result = dg.materialize(
-            [domain_samples, gated_samples, domain_train_set], partition_key=name, resources=resources,
-            run_config={"ops": {"domain_samples": {"config": {"train_samples": 30}},
-                                "gated_samples": {"config": {"selftest_samples": 4}}}},
-            raise_on_error=False)
+        with dg.instance_for_test() as instance:  # an instance of its own, never a stale ambient one
+            result = dg.materialize(
+                [domain_samples, gated_samples, domain_train_set], partition_key=name, resources=resources,
+                run_config={"ops": {"domain_samples": {"config": {"train_samples": 30}},
+                                    "gated_samples": {"config": {"selftest_samples": 4}}}},
+                raise_on_error=False, instance=instance)
         materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
         checks = {e.event_specific_data.check_name: e.event_specific_data.passed
                   for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
