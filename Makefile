@@ -46,7 +46,7 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
 ui: install ## Dagster UI on http://localhost:3000
-	DAGSTER_HOME=$${DAGSTER_HOME:-$$(pwd)/.assay/dagster} && mkdir -p $$DAGSTER_HOME && \
+	DAGSTER_HOME=$${DAGSTER_HOME:-$${ASSAY_HOME:-$$(pwd)/.assay}/dagster} && mkdir -p $$DAGSTER_HOME && \
 	  export DAGSTER_HOME && $(BIN)/dagster dev -w workspace.yaml
 
 dashboard: install ## Streamlit dashboard on http://localhost:8501
