@@ -78,7 +78,10 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
     with tempfile.TemporaryDirectory() as tmp:
         output = str(Path(tmp) / "result.json")
         command = _command(config, recipe, output)
-        env = {**os.environ, "ASSAY_HOME": str(the_lake.home),
+        # The trainer sets up its own process group: a rank/port inherited from this process
+        # (one that already initialised torch.distributed) would collide with it (EADDRINUSE).
+        inherited = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+        env = {**{k: v for k, v in os.environ.items() if k not in inherited}, "ASSAY_HOME": str(the_lake.home),
                "OMP_NUM_THREADS": str(config.threads_per_process), "TOKENIZERS_PARALLELISM": "false"}
         context.log.info(f"training: {' '.join(command)}")
         proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
