@@ -4,7 +4,8 @@ One step (per process):
 
 1. draw ``prompts_per_step`` prompts from the domain mixture (a pure function of seed and step);
 2. sample ``num_generations`` completions per prompt with the KV-cache decode loop
-   (:func:`training.generation.decode_batch`) from the rollout copy of the policy;
+   (:func:`training.generation.decode_batch`) from the rollout copy of the policy, each completion
+   with its own seed derived from (run seed, step, the prompt's place in the step, sample index);
 3. score each completion with its own domain (:class:`training.rewards.RewardComposer`);
 4. group-relative advantages; groups whose rewards are all equal carry no signal: they are counted
    (``zero_var_frac``) and left out of the forward/backward pass (dynamic sampling);
@@ -365,7 +366,7 @@ class GRPOTrainer:
     def _rollouts(self, step: int, picks, engine, rollout_model) -> tuple[list[Rollout], float]:
         import torch
 
-        from training.generation import SamplingParams, decode_batch
+        from training.generation import SamplingParams, decode_batch, derive_seed
 
         cfg = self.config
         tok = self.tokenizer
@@ -380,14 +381,17 @@ class GRPOTrainer:
             prompt_ids.append(ids[-cfg.max_prompt_length:])
         params = SamplingParams(max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
                                 top_p=cfg.top_p, top_k=cfg.top_k, stop=tuple(cfg.stop), n=cfg.num_generations)
-        generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step * 997 + self.rank)
+        # one seed per completion, from what it is (run seed, step, the prompt's place in the global
+        # batch, sample index): the same rollouts whatever the micro-batching or the rank layout
+        first = self.rank * cfg.prompts_per_step
+        seeds = [[derive_seed("assay.grpo", cfg.seed, step, first + p, j) for j in range(cfg.num_generations)]
+                 for p in range(len(picks))]
         self._sync_rollout(engine, rollout_model)
         was_training = rollout_model.training
         rollout_model.eval()
         begin = time.perf_counter()
         with torch.inference_mode():
-            decoded = decode_batch(rollout_model, tok, prompt_ids, params, max_batch_size=10 ** 6,
-                                   generator=generator)
+            decoded = decode_batch(rollout_model, tok, prompt_ids, params, max_batch_size=10 ** 6, seeds=seeds)
         seconds = time.perf_counter() - begin
         rollout_model.train(was_training)
         rollouts = []
