@@ -10,8 +10,9 @@ One step (per process):
 4. group-relative advantages; groups whose rewards are all equal carry no signal: they are counted
    (``zero_var_frac``) and left out of the forward/backward pass (dynamic sampling);
 5. for ``num_iterations`` passes: policy log-probs (one forward, logits only for completion
-   tokens), reference log-probs (frozen copy, ``inference_mode``), the clipped surrogate + ``beta``
-   * k3 KL (:mod:`training.losses`), ``engine.backward`` / ``engine.step`` per micro-batch.
+   tokens), reference log-probs (frozen copy, ``inference_mode``), both at the sampling
+   temperature (``softmax(logits / temperature)``, as TRL), the clipped surrogate + ``beta`` * k3
+   KL (:mod:`training.losses`), ``engine.backward`` / ``engine.step`` per micro-batch.
 
 Micro-batch losses are normalised by the whole step's sequence/token counts (all processes), so
 gradient accumulation and data parallelism reproduce the full-batch loss exactly.
@@ -128,14 +129,21 @@ def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool):
     return ids, attn, positions, loss_mask, width_c
 
 
-def completion_logprobs(model, ids, attn, positions, width_c: int, *, autocast, with_entropy: bool = False):
-    """Log-probs of the completion tokens (and their entropies): logits only for those columns."""
+def completion_logprobs(model, ids, attn, positions, width_c: int, *, autocast, temperature: float,
+                        with_entropy: bool = False):
+    """Log-probs of the completion tokens (and their entropies) under ``softmax(logits / temperature)``:
+    the distribution the rollouts were sampled from (top-k / top-p truncation aside, as in TRL's
+    ``logits / self.temperature``). At temperature != 1 the raw logits would describe another
+    policy than the one that sampled, so ratios, the KL and the entropy would all be off.
+    Logits are computed only for the completion columns."""
     import torch
 
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 to compute log-probs, got {temperature!r}")
     with autocast():
         out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=False,
                     logits_to_keep=width_c + 1)
-    logits = out.logits[:, :-1].float()
+    logits = out.logits[:, :-1].float() / temperature
     targets = ids[:, -width_c:]
     logp_all = logits.log_softmax(-1)
     logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -448,12 +456,14 @@ class GRPOTrainer:
             ref = None
             if ref_model is not None:
                 with torch.inference_mode():
-                    ref, _ = completion_logprobs(ref_model, ids, attn, pos, width_c, autocast=autocast)
+                    ref, _ = completion_logprobs(ref_model, ids, attn, pos, width_c, autocast=autocast,
+                                                 temperature=cfg.temperature)
                 ref = ref.clone()
             old = None
             if cfg.num_iterations > 1:
                 with torch.no_grad():
-                    old, _ = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast)
+                    old, _ = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast,
+                                                 temperature=cfg.temperature)
             adv = torch.tensor([r.advantage for r in chunk], dtype=torch.float32)
             prepared.append((chunk, ids, attn, pos, mask, width_c, ref, old, adv))
         engine.train()
@@ -468,7 +478,7 @@ class GRPOTrainer:
                     continue
                 chunk, ids, attn, pos, mask, width_c, ref, old, adv = item
                 logp, entropy = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast,
-                                                    with_entropy=iteration == 0)
+                                                    temperature=cfg.temperature, with_entropy=iteration == 0)
                 old_logp = old if old is not None else logp.detach()
                 ref_logp = ref if ref is not None else logp.detach()
                 loss, terms = grpo_loss(logp, old_logp, ref_logp, adv, mask, loss_type=cfg.loss_type,

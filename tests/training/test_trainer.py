@@ -137,3 +137,44 @@ def test_time_budget_stops_with_a_checkpoint_and_more_steps_continue(tiny_home, 
     assert stopped.steps_done == 1 and stopped.checkpoint == "budget-step000001"
     more = _train(load_recipe("tiny", domains=["toy_digits"], max_steps=3, run_name="budget"), toy_registry)
     assert more.resumed_from == 1 and more.steps_done == 3 and more.checkpoint == "budget-step000003"
+
+
+def test_trainer_logprobs_are_those_of_the_sampling_temperature(tiny_home):
+    """The trainer's recomputed log-probs (and entropies) of sampled tokens are the sampler's: at
+    temperature T the rollouts come from softmax(logits / T), and so must the ratios and the KL."""
+    import contextlib
+
+    import torch
+
+    from training.generation import SamplingParams, decode_batch
+    from training.policy import load_policy
+    from training.trainer import Rollout, build_batch, completion_logprobs
+
+    model, tok = load_policy("tiny", dtype="float32", home=tiny_home)
+    model.eval()
+    prompts = [tok(p, add_special_tokens=False).input_ids for p in ("Write digits 1:", "What is 2 + 3? Say it")]
+    for temperature in (0.5, 1.7):
+        params = SamplingParams(max_new_tokens=12, temperature=temperature, n=3)
+        with torch.inference_mode():
+            decoded = decode_batch(model, tok, prompts, params, seeds=[[1, 2, 3], [4, 5, 6]], with_logprobs=True)
+        rows = [(prompts[i], r) for i, per in enumerate(decoded) for r in per]
+        rollouts = [Rollout("d", {}, p, r.completion_ids, r.text, r.finish_reason) for p, r in rows]
+        ids, attn, pos, mask, width_c = build_batch(rollouts, tok.pad_token_id, mask_truncated=False)
+        with torch.no_grad():
+            logp, entropy = completion_logprobs(model, ids, attn, pos, width_c, autocast=contextlib.nullcontext,
+                                                temperature=temperature, with_entropy=True)
+            raw, _ = completion_logprobs(model, ids, attn, pos, width_c, autocast=contextlib.nullcontext,
+                                         temperature=1.0)
+        worst_raw = 0.0
+        for i, (prompt, row) in enumerate(rows):
+            n = len(row.completion_ids)
+            sampler = torch.tensor(row.logprobs)
+            assert torch.allclose(logp[i, :n], sampler, atol=1e-4), (temperature, i, logp[i, :n], sampler)
+            worst_raw = max(worst_raw, float((raw[i, :n] - sampler).abs().max()))
+            # entropy of softmax(logits / T), from an unpadded forward of this one sequence
+            with torch.no_grad():
+                full = model(input_ids=torch.tensor([prompt + row.completion_ids])).logits[0, len(prompt) - 1:-1]
+            probs = (full / temperature).softmax(-1)
+            expected = -(probs * probs.clamp_min(1e-30).log()).sum(-1)
+            assert torch.allclose(entropy[i, :n], expected, atol=1e-4)
+        assert worst_raw > 0.05, "the raw logits (temperature 1) should describe another distribution"
