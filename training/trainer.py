@@ -7,8 +7,11 @@ One step (per process):
    (:func:`training.generation.decode_batch`) from the rollout copy of the policy, each completion
    with its own seed derived from (run seed, step, the prompt's place in the step, sample index);
 3. score each completion with its own domain (:class:`training.rewards.RewardComposer`);
-4. group-relative advantages; groups whose rewards are all equal carry no signal: they are counted
-   (``zero_var_frac``) and left out of the forward/backward pass (dynamic sampling);
+4. group-relative advantages; groups whose rewards are all equal (advantage 0) are counted
+   (``zero_var_frac``) and, by default (``skip_zero_variance_groups``), left out of the
+   forward/backward pass, the loss normaliser and the KL term: DAPO's dynamic sampling, without the
+   refill. With the option off every group stays in, which is TRL's exact definition. Which to
+   choose and why: :mod:`training.losses`, "Zero-variance groups";
 5. for ``num_iterations`` passes: policy log-probs (one forward, logits only for completion
    tokens), reference log-probs (frozen copy, ``inference_mode``), both at the sampling
    temperature (``softmax(logits / temperature)``, as TRL), the clipped surrogate + ``beta`` * k3
@@ -410,33 +413,43 @@ class GRPOTrainer:
         return rollouts, seconds
 
     def _step(self, step: int, picks, engine, rollout_model, ref_model, composer, autocast) -> list[dict]:
-        import torch
-
-        from training.losses import group_advantages
-
-        cfg = self.config
         step_start = time.perf_counter()
         rollouts, gen_seconds = self._rollouts(step, picks, engine, rollout_model)
         for r in rollouts:
             scored = composer.score(r.domain, r.text, r.row, len(r.completion_ids))
             r.reward, r.score = scored.reward, scored.components["score"]
+        zero_var, loss_total = self._learn(rollouts, engine, ref_model, autocast)
+        seconds = time.perf_counter() - step_start
+        return self._history_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total)
+
+    def _learn(self, rollouts: list[Rollout], engine, ref_model, autocast) -> tuple[list[bool], float | None]:
+        """Advantages, the rows that enter the update and its normalisers, then the update.
+
+        ``rollouts`` are scored and laid out group-major (``num_generations`` per prompt). Returns
+        the zero-variance flag per group and the step's loss (None when no row entered the update).
+        Which rows enter and what the loss is divided by: :func:`training.losses.update_rows`.
+        """
+        import torch
+
+        from training.losses import group_advantages, update_rows
+
+        cfg = self.config
         rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float64)
         stats = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards)
         for r, a in zip(rollouts, stats.advantages.tolist()):
             r.advantage = a
         zero_var = stats.zero_variance.tolist()
-        kept = [r for r in rollouts if not (cfg.skip_zero_variance_groups and zero_var[r.group])]
-        counts = self._all_sum([
+        kept = [rollouts[i] for i in update_rows(stats.zero_variance, cfg.num_generations,
+                                                  cfg.skip_zero_variance_groups)]
+        # the normalisers count the kept rows of the whole step, on every process
+        global_seqs, global_tokens = self._all_sum([
             float(len(kept)),
             float(sum(len(r.completion_ids) if not (cfg.mask_truncated_completions and r.finish_reason == "length")
                       else 0 for r in kept)),
         ])
-        global_seqs, global_tokens = counts
-        loss_total = 0.0
-        if global_seqs > 0:
-            loss_total = self._update(kept, engine, ref_model, autocast, global_seqs, global_tokens)
-        seconds = time.perf_counter() - step_start
-        return self._history_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total if global_seqs else None)
+        if global_seqs == 0:
+            return zero_var, None
+        return zero_var, self._update(kept, engine, ref_model, autocast, global_seqs, global_tokens)
 
     def _update(self, kept: list[Rollout], engine, ref_model, autocast, global_seqs: float, global_tokens: float) -> float:
         import torch
