@@ -8,8 +8,8 @@ prompt i; without ``seeds``, ``params.seed`` derives them (:func:`derive_seed` o
 prompt's position and the sample index), and without either they come from torch's global RNG.
 A completion therefore depends only on its own seed and its prompt, never on which other prompts
 or samples shared its batch: a caller that derives seeds from what a sample *is* (a sweep: the
-checkpoint, item, sample index and generation config) gets the same completion however the work
-was batched, ordered, resumed or extended. Greedy decoding (``temperature=0``) ignores seeds.
+domain, item, sample index and generation config) gets the same completion however the work was
+batched, ordered, resumed or extended. Greedy decoding (``temperature=0``) ignores seeds.
 
 The torch backend (CPU default) is a hand-written decode loop rather than ``model.generate``:
 
