@@ -9,7 +9,10 @@ prompt's position and the sample index), and without either they come from torch
 A completion therefore depends only on its own seed and its prompt, never on which other prompts
 or samples shared its batch: a caller that derives seeds from what a sample *is* (a sweep: the
 domain, item, sample index and generation config) gets the same completion however the work was
-batched, ordered, resumed or extended. Greedy decoding (``temperature=0``) ignores seeds.
+batched, ordered, resumed or extended. That holds exactly in float32; in bfloat16 the logits of a
+row move by a rounding step with the batch's padding and size, which now and then crosses a token
+boundary (1 of 30 completions differed between batches of 1 and 16 items on the tiny policy).
+Greedy decoding (``temperature=0``) ignores seeds.
 
 The torch backend (CPU default) is a hand-written decode loop rather than ``model.generate``:
 
