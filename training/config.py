@@ -122,7 +122,10 @@ class GRPOConfig(_Strict):
     scale_rewards: Literal["group", "batch", "none"] = Field("group", description="advantage std scaling")
     mask_truncated_completions: bool = Field(False, description="drop completions that hit the length limit from the loss")
     num_iterations: int = Field(1, ge=1, description="gradient updates per rollout batch (mu)")
-    skip_zero_variance_groups: bool = Field(True, description="leave groups with equal rewards out of the update (counted)")
+    skip_zero_variance_groups: bool = Field(
+        True, description="leave groups whose rewards are all equal out of the update: no forward/backward, no KL "
+                          "term, not in the loss normaliser (DAPO-style dynamic sampling, cheaper); false = TRL's "
+                          "exact definition (they stay in with advantage 0: KL term and normaliser). See training.losses")
     reward_weights: dict[str, float] = Field(default_factory=lambda: {"score": 1.0},
                                              description="component -> weight for every domain")
     rewards: RewardConfig = Field(default_factory=RewardConfig, description="per-domain reward overrides")

@@ -1,7 +1,18 @@
 """Generation engines: one interface for GRPO rollouts and benchmark sweeps.
 
 ``make_engine(policy_ref, backend="torch"|"vllm", **options)`` returns a :class:`GenerationEngine`
-whose ``generate(prompts, params)`` gives ``params.n`` :class:`Generation` per prompt.
+whose ``generate(prompts, params, seeds=None)`` gives ``params.n`` :class:`Generation` per prompt.
+
+Seeds: every sampled completion draws from its own random stream. ``seeds[i][j]`` seeds sample j of
+prompt i; without ``seeds``, ``params.seed`` derives them (:func:`derive_seed` of the seed, the
+prompt's position and the sample index), and without either they come from torch's global RNG.
+A completion therefore depends only on its own seed and its prompt, never on which other prompts
+or samples shared its batch: a caller that derives seeds from what a sample *is* (a sweep: the
+domain, item, sample index and generation config) gets the same completion however the work was
+batched, ordered, resumed or extended. That holds exactly in float32; in bfloat16 the logits of a
+row move by a rounding step with the batch's padding and size, which now and then crosses a token
+boundary (1 of 30 completions differed between batches of 1 and 16 items on the tiny policy).
+Greedy decoding (``temperature=0``) ignores seeds.
 
 The torch backend (CPU default) is a hand-written decode loop rather than ``model.generate``:
 
@@ -10,7 +21,10 @@ The torch backend (CPU default) is a hand-written decode loop rather than ``mode
 - decoding reuses a KV cache and feeds one token per row per step under ``torch.inference_mode``;
 - rows that finish (EOS, a stop string, or the length limit) leave the batch at once, so the
   longest completion does not keep every other row computing;
-- stop strings are checked on the decoded tail of each row only, and excluded from ``text``.
+- stop strings are checked on the decoded tail of each row only, and excluded from ``text``;
+- sampling is vectorised across rows by inverse-CDF: each row draws its uniforms for the whole
+  completion up front from its own ``torch.Generator`` (made on the logits' device), and one
+  ``cumsum`` + ``searchsorted`` picks every row's token per step (cheaper than ``torch.multinomial``).
 
 :func:`decode_batch` is the token-level core, shared with the GRPO trainer (which needs the token
 ids, not only the text). The vLLM backend lives in :mod:`training.vllm_engine` and is imported only
@@ -21,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
@@ -73,11 +88,50 @@ class Generation:
     token_ids: list[int] = field(default_factory=list, repr=False)  # completion ids (torch backend)
 
 
+Seeds = Sequence[Sequence[int]]
+"""``seeds[i][j]``: the seed of sample j of prompt i (``params.n`` per prompt)."""
+
+SEED_BITS = 63  # torch.Generator, vLLM and numpy all take a non-negative int64
+
+
+def derive_seed(*parts: object) -> int:
+    """A stable seed from ``parts`` (str/int/float/None): the same in every process and Python
+    version (a BLAKE2b digest, not ``hash()``, which is salted per process for strings)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for part in parts:
+        if not isinstance(part, (str, int, float, type(None))) or isinstance(part, bool):
+            raise TypeError(f"derive_seed takes str/int/float/None parts, got {type(part).__name__} {part!r}")
+        blob = repr(part).encode()
+        digest.update(struct.pack("<Q", len(blob)) + blob)  # length-prefixed: ("ab","c") != ("a","bc")
+    return int.from_bytes(digest.digest(), "little") >> (64 - SEED_BITS)
+
+
+def resolve_seeds(seeds: Seeds | None, params: SamplingParams, n_prompts: int) -> list[list[int]] | None:
+    """The per-sample seeds to use: ``seeds`` (validated), else derived from ``params.seed``, else
+    None (fresh randomness). Always None for greedy decoding, which draws nothing."""
+    if params.temperature == 0:
+        return None
+    if seeds is None:
+        if params.seed is None:
+            return None
+        return [[derive_seed(params.seed, i, j) for j in range(params.n)] for i in range(n_prompts)]
+    seeds = [list(per_prompt) for per_prompt in seeds]
+    if len(seeds) != n_prompts or any(len(per_prompt) != params.n for per_prompt in seeds):
+        raise ValueError(f"seeds must hold {params.n} seed(s) (params.n) for each of the {n_prompts} prompts, "
+                         f"got lengths {[len(p) for p in seeds]}")
+    bad = [s for per_prompt in seeds for s in per_prompt
+           if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2 ** SEED_BITS]
+    if bad:
+        raise ValueError(f"seeds must be ints in [0, 2**{SEED_BITS}), got {bad[0]!r}: use derive_seed(...)")
+    return seeds
+
+
 @runtime_checkable
 class GenerationEngine(Protocol):
     name: str
 
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]: ...
+    def generate(self, prompts: list[str], params: SamplingParams,
+                 seeds: Seeds | None = None) -> list[list[Generation]]: ...
 
     def format_prompt(self, user_text: str) -> str: ...
 
@@ -92,13 +146,13 @@ class DecodedRow:
     text: str
     finish_reason: str
     latency_s: float
+    logprobs: list[float] | None = None  # per completion token, see decode_batch(with_logprobs=True)
 
 
-def _pick_tokens(logits, params: SamplingParams, generator):
+def _filtered_logits(logits, params: SamplingParams):
+    """Logits at the sampling temperature with top-k / top-p applied (-inf outside the nucleus)."""
     import torch
 
-    if params.temperature == 0:
-        return logits.argmax(dim=-1)
     logits = logits / params.temperature
     if params.top_k and params.top_k < logits.shape[-1]:
         kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1, None]
@@ -109,8 +163,42 @@ def _pick_tokens(logits, params: SamplingParams, generator):
         drop = cumulative - sorted_logits.softmax(-1) > params.top_p  # keep the first token always
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
-    probs = logits.softmax(-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return logits
+
+
+def _pick_tokens(logits, params: SamplingParams, uniforms=None):
+    """One token per row: argmax when greedy, else inverse-CDF sampling with ``uniforms`` (one
+    draw in [0, 1) per row, from that row's own stream): the first token whose cumulative
+    probability exceeds ``u * total``. A token of probability 0 is never picked (its cumulative
+    value equals its predecessor's), and a row's pick depends on nothing but its logits and its u."""
+    import torch
+
+    if params.temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = _filtered_logits(logits, params).softmax(-1)
+    cdf = probs.cumsum(-1)
+    target = uniforms.to(cdf.dtype) * cdf[:, -1]
+    picked = torch.searchsorted(cdf, target[:, None], right=True).squeeze(-1)
+    # u * total can round up to total: fall back to the last token that has probability
+    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(-1)
+    return torch.minimum(picked, last)
+
+
+class _RowNoise:
+    """Each row's uniforms for the whole completion, drawn once from that row's own generator."""
+
+    def __init__(self, seeds: list[int], steps: int, device):
+        import torch
+
+        self.tape = torch.stack([
+            torch.rand(steps, generator=torch.Generator(device=device).manual_seed(seed), device=device)
+            for seed in seeds]) if seeds else torch.empty((0, steps), device=device)
+
+    def at(self, step: int):
+        return self.tape[:, step]
+
+    def select(self, index) -> None:
+        self.tape = self.tape[index]
 
 
 class _StopChecker:
@@ -143,15 +231,21 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 
 def decode_batch(model, tokenizer, prompt_ids: list[list[int]], params: SamplingParams, *,
-                 max_batch_size: int = 64, generator=None) -> list[list[DecodedRow]]:
+                 max_batch_size: int = 64, seeds: Seeds | None = None,
+                 with_logprobs: bool = False) -> list[list[DecodedRow]]:
     """Sample ``params.n`` completions for each tokenized prompt; returns rows grouped per prompt.
 
-    The model runs in whatever dtype it holds; call under ``torch.inference_mode``.
+    ``seeds[i][j]`` seeds sample j of prompt i (see the module docstring; without it, from
+    ``params.seed``, else from torch's global RNG). ``with_logprobs`` records, per completion token,
+    its log-probability under the model's distribution at the sampling temperature, before top-k /
+    top-p truncation: the quantity the GRPO trainer recomputes (as TRL does), so the two can be
+    compared. The model runs in whatever dtype it holds; call under ``torch.inference_mode``.
     """
     import torch
 
-    if generator is None and params.seed is not None:
-        generator = torch.Generator().manual_seed(params.seed)
+    seeds = resolve_seeds(seeds, params, len(prompt_ids))
+    if seeds is None and params.temperature > 0:  # unseeded: fresh seeds from torch's global RNG
+        seeds = torch.randint(0, 2 ** SEED_BITS - 1, (len(prompt_ids), params.n)).tolist()
     eos = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos), 0)
     stops = _StopChecker(tokenizer, params.stop)
@@ -161,21 +255,22 @@ def decode_batch(model, tokenizer, prompt_ids: list[list[int]], params: Sampling
     device = next(model.parameters()).device
     for start in range(0, len(order), prompts_per_batch):
         chunk = order[start:start + prompts_per_batch]
+        row_seeds = [s for i in chunk for s in seeds[i]] if seeds is not None else []
         started = time.perf_counter()
         rows = _decode_chunk(model, [prompt_ids[i] for i in chunk], params, eos, pad_id, stops,
-                             generator, device, tokenizer)
+                             row_seeds, device, with_logprobs)
         share = (time.perf_counter() - started) / max(1, len(rows))
-        for (local, ids, reason) in rows:
+        for (local, ids, reason, logprobs) in rows:
             prompt_index = chunk[local // params.n]
             text = tokenizer.decode(ids, skip_special_tokens=True)
             if reason == "stop" and params.stop:
                 text = stops.cut(text)
-            results[prompt_index].append(DecodedRow(prompt_index, ids, text, reason, share))
+            results[prompt_index].append(DecodedRow(prompt_index, ids, text, reason, share, logprobs))
     return results
 
 
 def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: set[int], pad_id: int,
-                  stops: _StopChecker, generator, device, tokenizer):
+                  stops: _StopChecker, row_seeds: list[int], device, with_logprobs: bool):
     import torch
     from transformers import DynamicCache
 
@@ -198,22 +293,28 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
         attn = attn.repeat_interleave(params.n, 0)
         next_pos = next_pos.repeat_interleave(params.n, 0)
     total = logits.shape[0]
+    sampling = params.temperature > 0
+    noise = _RowNoise(row_seeds, params.max_new_tokens, logits.device) if sampling else None
     generated: list[list[int]] = [[] for _ in range(total)]
-    finished: list[tuple[int, list[int], str]] = []
+    logprobs: list[list[float]] | None = [[] for _ in range(total)] if with_logprobs else None
+    finished: list[tuple[int, list[int], str, list[float] | None]] = []
     active = list(range(total))  # batch row -> sequence index
-    for _ in range(params.max_new_tokens):
-        tokens = _pick_tokens(logits, params, generator)
+    for step in range(params.max_new_tokens):
+        tokens = _pick_tokens(logits, params, noise.at(step) if sampling else None)
         token_list = tokens.tolist()
+        if with_logprobs:
+            scaled = logits / params.temperature if sampling else logits
+            chosen = scaled.log_softmax(-1).gather(-1, tokens[:, None]).squeeze(-1).tolist()
         keep = []
         for row, seq in enumerate(active):
             token = token_list[row]
             generated[seq].append(token)
-            if token in eos:
-                finished.append((seq, generated[seq], "stop"))
-            elif stops.hit(generated[seq]):
-                finished.append((seq, generated[seq], "stop"))
-            elif len(generated[seq]) >= params.max_new_tokens:
-                finished.append((seq, generated[seq], "length"))
+            if with_logprobs:
+                logprobs[seq].append(chosen[row])
+            done = ("stop" if token in eos or stops.hit(generated[seq]) else
+                    "length" if len(generated[seq]) >= params.max_new_tokens else None)
+            if done:
+                finished.append((seq, generated[seq], done, logprobs[seq] if with_logprobs else None))
             else:
                 keep.append(row)
         if not keep:
@@ -222,6 +323,8 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
             index = torch.tensor(keep, dtype=torch.long, device=device)
             cache.batch_select_indices(index)
             attn, tokens, next_pos = attn[index], tokens[index], next_pos[index]
+            if noise is not None:
+                noise.select(index.to(noise.tape.device))
             active = [active[r] for r in keep]
         attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
         out = model(input_ids=tokens[:, None], attention_mask=attn, position_ids=next_pos[:, None],
@@ -256,7 +359,9 @@ class TorchEngine:
         # Prompts are already formatted (chat template included): add no special tokens twice.
         return [self.tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
 
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+    def generate(self, prompts: list[str], params: SamplingParams,
+                 seeds: Seeds | None = None) -> list[list[Generation]]:
+        """``params.n`` completions per prompt; ``seeds[i][j]`` seeds sample j of prompt i."""
         import torch
 
         if not prompts:
@@ -267,7 +372,7 @@ class TorchEngine:
         self.model.eval()
         with torch.inference_mode():
             rows = decode_batch(self.model, self.tokenizer, prompt_ids, params,
-                                max_batch_size=self.max_batch_size)
+                                max_batch_size=self.max_batch_size, seeds=seeds)
         return [[Generation(text=r.text, completion_tokens=len(r.completion_ids),
                             prompt_tokens=len(prompt_ids[i]), finish_reason=r.finish_reason,
                             latency_s=r.latency_s, token_ids=r.completion_ids) for r in per_prompt]

@@ -17,6 +17,35 @@ aggregated over the completion mask m by ``loss_type``:
 Advantages (``scale_rewards``): A_i = r_i - mean(group); divided by the group's std (``group``,
 GRPO), by the std of the whole batch (``batch``) or not at all (``none``, Dr. GRPO); std is the
 unbiased sample std and ``1e-4`` keeps the division finite, as in TRL.
+
+Log-probabilities (``logp``, ``old_logp``, ``ref_logp``) are those of the sampling distribution,
+``log_softmax(logits / temperature)`` (see :func:`training.trainer.completion_logprobs`).
+
+Zero-variance groups (all G rewards equal, so A_i = 0 for the whole group):
+
+- **TRL** (``GRPOTrainer._compute_loss``) keeps them in the batch. Their surrogate is 0, but their
+  ``beta * kl_it`` terms stay in the loss, and they count in every normaliser: the sequences of
+  ``grpo``/``dr_grpo`` and the completion tokens of ``dapo``. They dilute the step (the other
+  groups' gradient is divided by the whole batch) and, with ``beta > 0``, pull those prompts'
+  completions towards the reference.
+- **Assay, ``skip_zero_variance_groups: true`` (the default)** leaves them out before the loss:
+  no forward/backward pass, no KL term, and the normalisers count the kept sequences/tokens only
+  (:func:`update_rows`). The loss is then exactly TRL's formula applied to the kept groups, i.e.
+  what DAPO's dynamic sampling (Yu et al. 2025) optimises, without its refill of the batch with
+  new prompts. Why the default: on CPU the update is about half of a step, and zero-variance
+  groups can be most of the batch (all wrong early on, all right later); they carry no policy
+  signal, only KL, and with ``beta = 0`` (DAPO, Dr. GRPO, TRL's own default) skipping changes
+  only the normaliser. The price: with ``beta > 0`` the KL term constrains only the prompts that
+  had signal, and the effective step size grows as groups are dropped. Changing the default
+  would also change every recipe's fingerprint, so existing runs could not resume.
+- **``skip_zero_variance_groups: false``** gives TRL's definition exactly (every group, its KL,
+  full normalisers), at the cost of their forward/backward passes.
+
+Either way the normalisers are those of the whole step on every process, so micro-batches and
+ranks add up to the full-batch loss exactly; TRL divides ``grpo``/``dr_grpo`` per micro-batch,
+which is the same when micro-batches are the same size.
+
+``zero_var_frac`` (logged per step and domain) says how much of the batch either choice concerns.
 """
 
 from __future__ import annotations
@@ -52,6 +81,16 @@ def group_advantages(rewards, num_generations: int, scale_rewards: str = "group"
         centered = centered / (rewards.std() + STD_EPS)
     zero_variance = torch.isclose(std.squeeze(1), torch.zeros_like(std.squeeze(1)))
     return GroupStats(advantages=centered.reshape(-1), zero_variance=zero_variance)
+
+
+def update_rows(zero_variance, num_generations: int, skip_zero_variance_groups: bool) -> list[int]:
+    """Indices (group-major layout) of the sequences that enter the loss: all of them, or only
+    those of groups with some reward variance when ``skip_zero_variance_groups``. The normalisers
+    of :func:`aggregate` (``num_sequences``, ``num_tokens``) are then counted over these rows only,
+    so the loss is TRL's over the kept groups (see the module docstring)."""
+    flags = [bool(z) for z in zero_variance.tolist()] if hasattr(zero_variance, "tolist") else list(zero_variance)
+    return [g * num_generations + j for g, zero in enumerate(flags)
+            if not (skip_zero_variance_groups and zero) for j in range(num_generations)]
 
 
 def k3_kl(logp, ref_logp):

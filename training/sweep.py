@@ -20,8 +20,16 @@ re-run never loads it) and serves every domain. Per domain:
    Miller 2024, arXiv:2411.00640), a t-based 95% CI clipped to [0, 1], n, K and tokens/s of generation.
 
 Sampling: K=1 is greedy; K>1 samples at ``temperature`` (default 0.7, top_p 0.95), since K greedy
-samples would all be the same. An item's ``cluster_id`` comes from its metadata (``cluster_id``, else
-``template``); none means the items are treated as independent.
+samples would all be the same. Every sample has its own seed, a stable hash of (sweep seed,
+domain, item id, sample index, gen_config) (:func:`sample_seed`), so sample k of an item is the
+same draw however the sweep was batched, ordered, resumed or extended: raising K from 2 to 4 adds
+two *new* draws, and they equal samples 2 and 3 of a fresh K=4 sweep. The checkpoint is left out
+on purpose (common random numbers): a champion and a candidate draw sample k of an item with the
+same random stream, so identical weights give identical completions and the paired comparison of
+:mod:`quality.regression` sees less sampling noise; each checkpoint's own samples stay independent
+draws, so its means, pass@k and standard errors are unchanged in distribution. An item's
+``cluster_id`` comes from its metadata (``cluster_id``, else ``template``); none means the items
+are treated as independent.
 
 MLflow: :func:`log_sweep_to_mlflow` logs ``score/<domain>`` and ``stderr/<domain>`` (and n, K,
 pass@k) on a run tagged with the checkpoint, linked to the checkpoint's LoggedModel when it exists,
@@ -68,6 +76,7 @@ class SweepConfig:
     batch_items: int = 16
     """Items per generation batch and per committed lake batch (the most a kill can lose)."""
     seed: int = 0
+    """Base of every sample's seed (see :func:`sample_seed`); the cache key ignores it."""
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -236,7 +245,7 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
                 if engine is None:
                     log(f"loading the model for {checkpoint}")
                     engine = engine_factory()
-                rows = _generate_and_score(engine, domain, chunk, params, checkpoint, gen_config, config.seed + start)
+                rows = _generate_and_score(engine, domain, chunk, params, checkpoint, gen_config, config.seed)
                 lake.write_batch("results", {"checkpoint": checkpoint, "domain": domain.name,
                                              "batch": f"{gen_config}-{uuid.uuid4().hex[:12]}"},
                                  {"part": rows})
@@ -260,9 +269,18 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
     return SweepResult(checkpoint, results, time.perf_counter() - started, engine is not None)
 
 
+def sample_seed(seed: int, domain: str, item_id: str, sample_idx: int, gen_config: str) -> int:
+    """The seed of one sample: a stable hash of what the sample *is*, not of where or when it ran.
+    The same for every checkpoint (common random numbers, see the module docstring)."""
+    from training.generation import derive_seed
+
+    return derive_seed("assay.sweep", seed, domain, item_id, sample_idx, gen_config)
+
+
 def _generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
                         gen_config: str, seed: int) -> pl.DataFrame:
-    """Generate the missing samples of ``chunk`` (grouped by how many each item misses) and score."""
+    """Generate the missing samples of ``chunk`` (grouped by how many each item misses, so each
+    engine call shares one prefill per item) and score them. ``seed``: the sweep's base seed."""
     from dataclasses import replace
 
     groups: dict[int, list[tuple[dict, list[int]]]] = {}
@@ -271,9 +289,13 @@ def _generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], par
     rows = []
     now = datetime.now(timezone.utc).isoformat()
     for n, group in groups.items():
-        batch_params = replace(params, n=n, seed=None if params.temperature == 0 else seed + n)
+        batch_params = replace(params, n=n)
         prompts = [engine.format_prompt(item["prompt"]) for item, _ in group]
-        outputs = engine.generate(prompts, batch_params)
+        seeds = None
+        if params.temperature > 0:
+            seeds = [[sample_seed(seed, domain.name, item["id"], s, gen_config) for s in missing]
+                     for item, missing in group]
+        outputs = engine.generate(prompts, batch_params, seeds=seeds)
         for (item, missing), generations in zip(group, outputs):
             if len(generations) != n:
                 raise SweepError(f"engine returned {len(generations)} completions for item {item['id']!r}, expected {n}")

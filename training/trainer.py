@@ -4,13 +4,18 @@ One step (per process):
 
 1. draw ``prompts_per_step`` prompts from the domain mixture (a pure function of seed and step);
 2. sample ``num_generations`` completions per prompt with the KV-cache decode loop
-   (:func:`training.generation.decode_batch`) from the rollout copy of the policy;
+   (:func:`training.generation.decode_batch`) from the rollout copy of the policy, each completion
+   with its own seed derived from (run seed, step, the prompt's place in the step, sample index);
 3. score each completion with its own domain (:class:`training.rewards.RewardComposer`);
-4. group-relative advantages; groups whose rewards are all equal carry no signal: they are counted
-   (``zero_var_frac``) and left out of the forward/backward pass (dynamic sampling);
+4. group-relative advantages; groups whose rewards are all equal (advantage 0) are counted
+   (``zero_var_frac``) and, by default (``skip_zero_variance_groups``), left out of the
+   forward/backward pass, the loss normaliser and the KL term: DAPO's dynamic sampling, without the
+   refill. With the option off every group stays in, which is TRL's exact definition. Which to
+   choose and why: :mod:`training.losses`, "Zero-variance groups";
 5. for ``num_iterations`` passes: policy log-probs (one forward, logits only for completion
-   tokens), reference log-probs (frozen copy, ``inference_mode``), the clipped surrogate + ``beta``
-   * k3 KL (:mod:`training.losses`), ``engine.backward`` / ``engine.step`` per micro-batch.
+   tokens), reference log-probs (frozen copy, ``inference_mode``), both at the sampling
+   temperature (``softmax(logits / temperature)``, as TRL), the clipped surrogate + ``beta`` * k3
+   KL (:mod:`training.losses`), ``engine.backward`` / ``engine.step`` per micro-batch.
 
 Micro-batch losses are normalised by the whole step's sequence/token counts (all processes), so
 gradient accumulation and data parallelism reproduce the full-batch loss exactly.
@@ -127,14 +132,21 @@ def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool):
     return ids, attn, positions, loss_mask, width_c
 
 
-def completion_logprobs(model, ids, attn, positions, width_c: int, *, autocast, with_entropy: bool = False):
-    """Log-probs of the completion tokens (and their entropies): logits only for those columns."""
+def completion_logprobs(model, ids, attn, positions, width_c: int, *, autocast, temperature: float,
+                        with_entropy: bool = False):
+    """Log-probs of the completion tokens (and their entropies) under ``softmax(logits / temperature)``:
+    the distribution the rollouts were sampled from (top-k / top-p truncation aside, as in TRL's
+    ``logits / self.temperature``). At temperature != 1 the raw logits would describe another
+    policy than the one that sampled, so ratios, the KL and the entropy would all be off.
+    Logits are computed only for the completion columns."""
     import torch
 
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 to compute log-probs, got {temperature!r}")
     with autocast():
         out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=False,
                     logits_to_keep=width_c + 1)
-    logits = out.logits[:, :-1].float()
+    logits = out.logits[:, :-1].float() / temperature
     targets = ids[:, -width_c:]
     logp_all = logits.log_softmax(-1)
     logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -365,7 +377,7 @@ class GRPOTrainer:
     def _rollouts(self, step: int, picks, engine, rollout_model) -> tuple[list[Rollout], float]:
         import torch
 
-        from training.generation import SamplingParams, decode_batch
+        from training.generation import SamplingParams, decode_batch, derive_seed
 
         cfg = self.config
         tok = self.tokenizer
@@ -380,14 +392,17 @@ class GRPOTrainer:
             prompt_ids.append(ids[-cfg.max_prompt_length:])
         params = SamplingParams(max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
                                 top_p=cfg.top_p, top_k=cfg.top_k, stop=tuple(cfg.stop), n=cfg.num_generations)
-        generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step * 997 + self.rank)
+        # one seed per completion, from what it is (run seed, step, the prompt's place in the global
+        # batch, sample index): the same rollouts whatever the micro-batching or the rank layout
+        first = self.rank * cfg.prompts_per_step
+        seeds = [[derive_seed("assay.grpo", cfg.seed, step, first + p, j) for j in range(cfg.num_generations)]
+                 for p in range(len(picks))]
         self._sync_rollout(engine, rollout_model)
         was_training = rollout_model.training
         rollout_model.eval()
         begin = time.perf_counter()
         with torch.inference_mode():
-            decoded = decode_batch(rollout_model, tok, prompt_ids, params, max_batch_size=10 ** 6,
-                                   generator=generator)
+            decoded = decode_batch(rollout_model, tok, prompt_ids, params, max_batch_size=10 ** 6, seeds=seeds)
         seconds = time.perf_counter() - begin
         rollout_model.train(was_training)
         rollouts = []
@@ -398,33 +413,43 @@ class GRPOTrainer:
         return rollouts, seconds
 
     def _step(self, step: int, picks, engine, rollout_model, ref_model, composer, autocast) -> list[dict]:
-        import torch
-
-        from training.losses import group_advantages
-
-        cfg = self.config
         step_start = time.perf_counter()
         rollouts, gen_seconds = self._rollouts(step, picks, engine, rollout_model)
         for r in rollouts:
             scored = composer.score(r.domain, r.text, r.row, len(r.completion_ids))
             r.reward, r.score = scored.reward, scored.components["score"]
+        zero_var, loss_total = self._learn(rollouts, engine, ref_model, autocast)
+        seconds = time.perf_counter() - step_start
+        return self._history_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total)
+
+    def _learn(self, rollouts: list[Rollout], engine, ref_model, autocast) -> tuple[list[bool], float | None]:
+        """Advantages, the rows that enter the update and its normalisers, then the update.
+
+        ``rollouts`` are scored and laid out group-major (``num_generations`` per prompt). Returns
+        the zero-variance flag per group and the step's loss (None when no row entered the update).
+        Which rows enter and what the loss is divided by: :func:`training.losses.update_rows`.
+        """
+        import torch
+
+        from training.losses import group_advantages, update_rows
+
+        cfg = self.config
         rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float64)
         stats = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards)
         for r, a in zip(rollouts, stats.advantages.tolist()):
             r.advantage = a
         zero_var = stats.zero_variance.tolist()
-        kept = [r for r in rollouts if not (cfg.skip_zero_variance_groups and zero_var[r.group])]
-        counts = self._all_sum([
+        kept = [rollouts[i] for i in update_rows(stats.zero_variance, cfg.num_generations,
+                                                  cfg.skip_zero_variance_groups)]
+        # the normalisers count the kept rows of the whole step, on every process
+        global_seqs, global_tokens = self._all_sum([
             float(len(kept)),
             float(sum(len(r.completion_ids) if not (cfg.mask_truncated_completions and r.finish_reason == "length")
                       else 0 for r in kept)),
         ])
-        global_seqs, global_tokens = counts
-        loss_total = 0.0
-        if global_seqs > 0:
-            loss_total = self._update(kept, engine, ref_model, autocast, global_seqs, global_tokens)
-        seconds = time.perf_counter() - step_start
-        return self._history_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total if global_seqs else None)
+        if global_seqs == 0:
+            return zero_var, None
+        return zero_var, self._update(kept, engine, ref_model, autocast, global_seqs, global_tokens)
 
     def _update(self, kept: list[Rollout], engine, ref_model, autocast, global_seqs: float, global_tokens: float) -> float:
         import torch
@@ -444,12 +469,14 @@ class GRPOTrainer:
             ref = None
             if ref_model is not None:
                 with torch.inference_mode():
-                    ref, _ = completion_logprobs(ref_model, ids, attn, pos, width_c, autocast=autocast)
+                    ref, _ = completion_logprobs(ref_model, ids, attn, pos, width_c, autocast=autocast,
+                                                 temperature=cfg.temperature)
                 ref = ref.clone()
             old = None
             if cfg.num_iterations > 1:
                 with torch.no_grad():
-                    old, _ = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast)
+                    old, _ = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast,
+                                                 temperature=cfg.temperature)
             adv = torch.tensor([r.advantage for r in chunk], dtype=torch.float32)
             prepared.append((chunk, ids, attn, pos, mask, width_c, ref, old, adv))
         engine.train()
@@ -464,7 +491,7 @@ class GRPOTrainer:
                     continue
                 chunk, ids, attn, pos, mask, width_c, ref, old, adv = item
                 logp, entropy = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast,
-                                                    with_entropy=iteration == 0)
+                                                    temperature=cfg.temperature, with_entropy=iteration == 0)
                 old_logp = old if old is not None else logp.detach()
                 ref_logp = ref if ref is not None else logp.detach()
                 loss, terms = grpo_loss(logp, old_logp, ref_logp, adv, mask, loss_type=cfg.loss_type,

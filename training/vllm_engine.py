@@ -5,6 +5,11 @@ Same interface as :class:`training.generation.TorchEngine`. Imported only when
 torch (see MACHINE-NOTES), so nothing else in Assay may import it. The policy folder is resolved
 by :mod:`training.policy` (the SmolLM2 GGUF is converted to safetensors first, which vLLM loads
 natively).
+
+Seeds: vLLM seeds per request, so each sample is its own request with ``n=1`` and its own seed
+(``seeds[i][j]``, or derived from ``params.seed`` as in the torch engine). The n requests of one
+prompt share its prefill through vLLM's prefix cache, so this costs little over ``n=n``, and a
+sample depends only on its seed, not on the batch it was sent with.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from training.generation import Generation, SamplingParams
+from training.generation import Generation, SamplingParams, Seeds, resolve_seeds
 
 
 class VllmEngine:
@@ -42,25 +47,29 @@ class VllmEngine:
                                                       tokenize=False, add_generation_prompt=True)
         return user_text
 
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Generation]]:
+    def generate(self, prompts: list[str], params: SamplingParams,
+                 seeds: Seeds | None = None) -> list[list[Generation]]:
         if not prompts:
             return []
-        sampling = self._vllm.SamplingParams(
-            n=params.n, temperature=params.temperature, top_p=params.top_p,
-            top_k=params.top_k if params.top_k > 0 else -1, max_tokens=params.max_new_tokens,
-            stop=list(params.stop) or None, seed=params.seed,
-        )
+        seeds = resolve_seeds(seeds, params, len(prompts))  # None: greedy, or vLLM's own randomness
+        requests, sampling = [], []
+        for i, prompt in enumerate(prompts):
+            ids = self.tokenizer(prompt, add_special_tokens=False).input_ids
+            for j in range(params.n):  # one request per sample: vLLM seeds per request
+                requests.append({"prompt_token_ids": ids})
+                sampling.append(self._vllm.SamplingParams(
+                    n=1, temperature=params.temperature, top_p=params.top_p,
+                    top_k=params.top_k if params.top_k > 0 else -1, max_tokens=params.max_new_tokens,
+                    stop=list(params.stop) or None, seed=None if seeds is None else seeds[i][j]))
         started = time.perf_counter()
-        outputs = self.llm.generate([{"prompt_token_ids": self.tokenizer(p, add_special_tokens=False).input_ids}
-                                     for p in prompts], sampling, use_tqdm=False)
-        share = (time.perf_counter() - started) / max(1, len(prompts) * params.n)
-        result = []
-        for out in outputs:
-            result.append([
+        outputs = self.llm.generate(requests, sampling, use_tqdm=False)
+        share = (time.perf_counter() - started) / max(1, len(requests))
+        result: list[list[Generation]] = [[] for _ in prompts]
+        for index, out in enumerate(outputs):  # vLLM returns outputs in request order
+            (c,) = out.outputs
+            result[index // params.n].append(
                 Generation(text=c.text, completion_tokens=len(c.token_ids),
                            prompt_tokens=len(out.prompt_token_ids), latency_s=share,
                            finish_reason="length" if c.finish_reason == "length" else "stop",
-                           token_ids=list(c.token_ids))
-                for c in out.outputs
-            ])
+                           token_ids=list(c.token_ids)))
         return result

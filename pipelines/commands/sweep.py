@@ -28,7 +28,9 @@ def register(subparsers) -> None:
                              "'base-smollm2' / 'base-tiny' (the untrained policy)")
     parser.add_argument("--domains", nargs="+", metavar="DOMAIN", help="domains to sweep (default: all registered)")
     parser.add_argument("--tag", action="append", help="only domains with this tag (repeatable)")
-    parser.add_argument("--samples", type=int, metavar="K", help="samples per item (default: each domain's own K)")
+    parser.add_argument("--samples", type=int, metavar="K",
+                        help="samples per item (default: each domain's own K); each sample is its own seeded "
+                             "draw, so raising K keeps the cached samples and adds new ones")
     parser.add_argument("--limit", type=int, metavar="N", help="at most N eval items per domain")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="completion length limit (default 256)")
     parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature when K > 1 (K=1 is greedy)")

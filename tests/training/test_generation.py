@@ -72,3 +72,55 @@ def test_unknown_backend_and_policy_are_clear(tiny_home):
 
     with pytest.raises(PolicyError, match="unknown policy 'nope'"):
         make_engine("nope")
+
+
+def test_a_sample_depends_on_its_seed_not_on_its_batch(tiny_home):
+    """Per-sample seeds: the same draw alone, with n > 1 (shared prefill) or among other prompts."""
+    engine = make_engine("tiny", dtype="float32", max_batch_size=4)
+    prompts = ["abc", "What is 2 + 3? A longer prompt than the others", "Hello there"]
+    params = SamplingParams(max_new_tokens=10, temperature=1.0)
+    seeds = [[11, 12, 13], [21, 22, 23], [31, 32, 33]]
+    together = engine.generate(prompts, SamplingParams(max_new_tokens=10, temperature=1.0, n=3), seeds=seeds)
+    for i, prompt in enumerate(prompts):
+        for j in range(3):
+            alone = engine.generate([prompt], params, seeds=[[seeds[i][j]]])[0][0]
+            assert alone.token_ids == together[i][j].token_ids, (i, j)
+    reordered = engine.generate(prompts[::-1], SamplingParams(max_new_tokens=10, temperature=1.0, n=2),
+                                seeds=[s[1:] for s in seeds[::-1]])
+    assert [[g.token_ids for g in per] for per in reordered[::-1]] == [[g.token_ids for g in per[1:]]
+                                                                       for per in together]
+    distinct = {tuple(g.token_ids) for per in together for g in per}
+    assert len(distinct) == 9  # nine seeds, nine different draws
+
+
+def test_seeds_are_validated(tiny_home):
+    engine = make_engine("tiny", dtype="float32")
+    params = SamplingParams(max_new_tokens=4, temperature=1.0, n=2)
+    with pytest.raises(ValueError, match="2 seed"):
+        engine.generate(["a", "b"], params, seeds=[[1, 2], [3]])
+    with pytest.raises(ValueError, match="ints in"):
+        engine.generate(["a"], params, seeds=[[1, -2]])
+    greedy = engine.generate(["a"], SamplingParams(max_new_tokens=4, n=2), seeds=[[1, 2]])  # ignored
+    assert greedy[0][0].token_ids == greedy[0][1].token_ids
+
+
+def test_inverse_cdf_sampler_draws_from_the_filtered_distribution():
+    """Many rows of the same logits, one uniform each: the picks follow softmax(logits / T) after
+    top-k, and a token outside the top-k is never picked."""
+    import torch
+
+    from training.generation import _filtered_logits, _pick_tokens
+
+    logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])
+    params = SamplingParams(temperature=0.7, top_k=4)
+    rows = 200_000
+    uniforms = torch.rand(rows, generator=torch.Generator().manual_seed(0))
+    picks = _pick_tokens(logits.expand(rows, -1), params, uniforms)
+    freq = torch.bincount(picks, minlength=6).double() / rows
+    expected = _filtered_logits(logits, params).softmax(-1)[0].double()
+    assert float(expected[4:].sum()) == 0.0 and float(freq[4:].sum()) == 0.0
+    se = (expected * (1 - expected) / rows).sqrt()
+    assert bool(((freq - expected).abs() <= 5 * se + 1e-12).all()), (freq, expected)
+    # u * total rounding up to total (here u = 1 exactly) picks the last kept token, not one past it
+    assert int(_pick_tokens(logits, params, torch.tensor([1.0]))) == 3
+    assert int(_pick_tokens(logits, params, torch.tensor([0.0]))) == 0

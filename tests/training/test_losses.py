@@ -127,3 +127,67 @@ def test_bad_settings_are_named():
         group_advantages(torch.zeros(4), 2, "median")
     with pytest.raises(ValueError, match="groups of 3"):
         group_advantages(torch.zeros(4), 3)
+
+
+def _step_loss(logp, old, ref, rewards, mask, *, g, skip, loss_type, beta, eps_low, eps_high, max_len, micro=2):
+    """The loss of one step as the trainer assembles it: advantages, the rows that enter the update
+    (training.losses.update_rows), normalisers counted over those rows, micro-batches that add up."""
+    from training.losses import update_rows
+
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    stats = group_advantages(t(rewards), g, "group")
+    rows = update_rows(stats.zero_variance, g, skip)
+    logp_t = t(logp).requires_grad_(True)
+    n_seq, n_tok = float(len(rows)), float(mask[rows].sum())
+    total = 0.0
+    for part in np.array_split(np.array(rows), micro):
+        part = torch.tensor(part, dtype=torch.long)
+        loss, _ = grpo_loss(logp_t[part], t(old)[part], t(ref)[part], stats.advantages[part], t(mask)[part],
+                            loss_type=loss_type, beta=beta, epsilon=eps_low, epsilon_high=eps_high,
+                            max_completion_length=max_len, num_sequences=n_seq, num_tokens=n_tok)
+        total = total + loss
+    total.backward()
+    return total.item(), logp_t.grad.numpy(), rows
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+@pytest.mark.parametrize("skip", [False, True])
+def test_zero_variance_groups_against_trl_definition(loss_type, skip):
+    """TRL keeps zero-variance groups (advantage 0): their KL terms stay and they count in every
+    normaliser. skip_zero_variance_groups=False must be exactly that, over the whole batch;
+    True must be the same formula over the kept groups only (normalisers count kept rows/tokens)."""
+    g, b, t_len = 4, 12, 7
+    logp, old, ref, _, mask = random_batch(7, b=b, t=t_len)
+    rng = np.random.default_rng(8)
+    rewards = rng.uniform(0, 1, size=b)
+    rewards[4:8] = 1.0  # group 1: every sample right, no signal
+    beta, eps_low, eps_high, max_len = 0.1, 0.2, 0.28, 9
+    adv = reference_advantages(rewards, g, "group")
+    assert np.all(adv[4:8] == 0.0)
+    whole = list(range(b))
+    kept = [i for i in whole if i // g != 1]
+    rows = kept if skip else whole
+
+    def reference(lp):  # TRL's formula over `rows`, token by token in float64
+        return reference_loss(lp[rows], old[rows], ref[rows], adv[rows], mask[rows], loss_type, beta,
+                              eps_low, eps_high, max_len)
+
+    loss, grad, used = _step_loss(logp, old, ref, rewards, mask, g=g, skip=skip, loss_type=loss_type, beta=beta,
+                                  eps_low=eps_low, eps_high=eps_high, max_len=max_len)
+    assert used == rows
+    assert abs(loss - reference(logp)) < 1e-12
+    # the choice matters: the zero-variance group's KL and its share of the normaliser
+    other = kept if not skip else whole
+    assert abs(reference_loss(logp[other], old[other], ref[other], adv[other], mask[other], loss_type, beta,
+                              eps_low, eps_high, max_len) - loss) > 1e-4
+    h = 1e-6
+    for (i, j) in [(0, 0), (5, 0), (6, 1), (9, 0)]:  # rows 5 and 6 are in the zero-variance group
+        up, down = logp.copy(), logp.copy()
+        up[i, j] += h
+        down[i, j] -= h
+        numeric = (reference(up) - reference(down)) / (2 * h) if i in rows else 0.0
+        assert abs(grad[i, j] - numeric) < 1e-6, (i, j, grad[i, j], numeric)
+    if not skip:  # in TRL's definition the zero-variance rows still get the KL gradient
+        assert np.abs(grad[4:8] * mask[4:8]).max() > 1e-4
+    else:
+        assert np.all(grad[4:8] == 0.0)

@@ -96,6 +96,66 @@ def test_limit_and_greedy_single_sample(assay_home, tiny_engine_factory):
     assert result.domains[0].summary["pass1"] == pytest.approx(result.domains[0].summary["mean"])
 
 
+def _varied_domain(name: str = "vary", n_items: int = 8) -> Domain:
+    """Prompts of different lengths, so batches of several items are left-padded."""
+    def samples(split, n, seed):
+        for i in range(n):
+            yield {"id": f"{name}-{i}", "prompt": "Tell me " + "more " * i + f"about {i}.", "answer": str(i)}
+
+    return Domain(name=name, owner="t@example.com", description="sweep seeding test domain", samples=samples,
+                  score=lambda completion, sample: float(len(completion) % 2 == 0), eval_size=n_items,
+                  eval_samples_per_item=2)
+
+
+def _completions(lake: Lake, checkpoint: str = "base-tiny") -> dict[tuple[str, int], str]:
+    rows = lake.read("results", where={"checkpoint": checkpoint})
+    return {(r["item_id"], r["sample_idx"]): r["completion"] for r in rows.iter_rows(named=True)}
+
+
+SAMPLED = dict(max_new_tokens=8, temperature=1.0, top_p=1.0, progress=False)
+
+
+def test_raising_k_draws_new_samples_equal_to_a_fresh_sweep(tmp_path, tiny_engine_factory):
+    """K=2 then K=4: samples 2, 3 are new draws, and the very draws a fresh K=4 sweep makes."""
+    domain = _varied_domain()
+    extended = Lake.at(tmp_path / "extended")
+    run_sweep(extended, "base-tiny", [domain], tiny_engine_factory, SweepConfig(samples=2, batch_items=3, **SAMPLED))
+    more = run_sweep(extended, "base-tiny", [domain], tiny_engine_factory,
+                     SweepConfig(samples=4, batch_items=3, **SAMPLED))
+    assert more.generated == 8 * 2 and more.cached == 8 * 2
+    got = _completions(extended)
+    items = [f"vary-{i}" for i in range(8)]
+    copies = [i for i in items if (got[i, 2], got[i, 3]) == (got[i, 0], got[i, 1])]
+    assert len(copies) <= 1, f"samples 2, 3 repeat samples 0, 1 for {len(copies)}/8 items: {copies}"
+    assert len({got[i, k] for i in items for k in range(4)}) >= 24  # the draws really differ
+
+    fresh = Lake.at(tmp_path / "fresh")
+    run_sweep(fresh, "base-tiny", [domain], tiny_engine_factory, SweepConfig(samples=4, batch_items=5, **SAMPLED))
+    assert _completions(fresh) == got  # the same 32 draws, whether K was raised or not
+
+
+def test_sampled_completions_do_not_depend_on_batching(tmp_path, tiny_engine_factory):
+    """One item per batch or all of them in one (padded) batch: the same completions (float32)."""
+    domain = _varied_domain(n_items=10)
+    one = Lake.at(tmp_path / "one")
+    many = Lake.at(tmp_path / "many")
+    run_sweep(one, "base-tiny", [domain], tiny_engine_factory, SweepConfig(samples=3, batch_items=1, **SAMPLED))
+    run_sweep(many, "base-tiny", [domain], tiny_engine_factory, SweepConfig(samples=3, batch_items=16, **SAMPLED))
+    by_one, by_many = _completions(one), _completions(many)
+    assert len(by_one) == 30 and by_one == by_many
+
+
+def test_sample_seed_is_stable_and_depends_on_what_the_sample_is():
+    from training.sweep import sample_seed
+
+    # a golden value: the seed must not change between processes or Python versions (hash() would)
+    assert sample_seed(0, "alpha", "alpha-eval-1", 2, "abc") == 1481136292344490409
+    seeds = {sample_seed(s, d, i, k, g) for s in (0, 1) for d in ("a", "b") for i in ("x", "y")
+             for k in range(3) for g in ("g1", "g2")}
+    assert len(seeds) == 2 * 2 * 2 * 3 * 2
+    assert all(0 <= s < 2 ** 63 for s in seeds)
+
+
 def test_pass_at_k_matches_brute_force():
     for n in range(1, 7):
         for c in range(n + 1):

@@ -123,6 +123,12 @@ def test_zero_variance_groups_are_counted_and_skipped(tiny_home):
     result = _train(load_recipe("tiny", domains=["flat"], max_steps=2, run_name="flat"), registry)
     for row in result.history:
         assert row["zero_var_frac"] == 1.0 and row["loss"] is None and row["kl"] is None
+    # TRL's definition: they stay in the update with advantage 0; only their KL term remains, and
+    # the policy starts at the reference, so loss and KL are exactly 0 (and reported, not None)
+    kept = _train(load_recipe("tiny", domains=["flat"], max_steps=2, run_name="flat-kept",
+                              skip_zero_variance_groups=False), registry)
+    for row in kept.history:
+        assert row["zero_var_frac"] == 1.0 and row["loss"] == 0.0 and row["kl"] == 0.0
 
 
 def test_a_changed_config_under_the_same_run_name_is_refused(tiny_home, toy_registry):
@@ -137,3 +143,147 @@ def test_time_budget_stops_with_a_checkpoint_and_more_steps_continue(tiny_home, 
     assert stopped.steps_done == 1 and stopped.checkpoint == "budget-step000001"
     more = _train(load_recipe("tiny", domains=["toy_digits"], max_steps=3, run_name="budget"), toy_registry)
     assert more.resumed_from == 1 and more.steps_done == 3 and more.checkpoint == "budget-step000003"
+
+
+def test_trainer_logprobs_are_those_of_the_sampling_temperature(tiny_home):
+    """The trainer's recomputed log-probs (and entropies) of sampled tokens are the sampler's: at
+    temperature T the rollouts come from softmax(logits / T), and so must the ratios and the KL."""
+    import contextlib
+
+    import torch
+
+    from training.generation import SamplingParams, decode_batch
+    from training.policy import load_policy
+    from training.trainer import Rollout, build_batch, completion_logprobs
+
+    model, tok = load_policy("tiny", dtype="float32", home=tiny_home)
+    model.eval()
+    prompts = [tok(p, add_special_tokens=False).input_ids for p in ("Write digits 1:", "What is 2 + 3? Say it")]
+    for temperature in (0.5, 1.7):
+        params = SamplingParams(max_new_tokens=12, temperature=temperature, n=3)
+        with torch.inference_mode():
+            decoded = decode_batch(model, tok, prompts, params, seeds=[[1, 2, 3], [4, 5, 6]], with_logprobs=True)
+        rows = [(prompts[i], r) for i, per in enumerate(decoded) for r in per]
+        rollouts = [Rollout("d", {}, p, r.completion_ids, r.text, r.finish_reason) for p, r in rows]
+        ids, attn, pos, mask, width_c = build_batch(rollouts, tok.pad_token_id, mask_truncated=False)
+        with torch.no_grad():
+            logp, entropy = completion_logprobs(model, ids, attn, pos, width_c, autocast=contextlib.nullcontext,
+                                                temperature=temperature, with_entropy=True)
+            raw, _ = completion_logprobs(model, ids, attn, pos, width_c, autocast=contextlib.nullcontext,
+                                         temperature=1.0)
+        worst_raw = 0.0
+        for i, (prompt, row) in enumerate(rows):
+            n = len(row.completion_ids)
+            sampler = torch.tensor(row.logprobs)
+            assert torch.allclose(logp[i, :n], sampler, atol=1e-4), (temperature, i, logp[i, :n], sampler)
+            worst_raw = max(worst_raw, float((raw[i, :n] - sampler).abs().max()))
+            # entropy of softmax(logits / T), from an unpadded forward of this one sequence
+            with torch.no_grad():
+                full = model(input_ids=torch.tensor([prompt + row.completion_ids])).logits[0, len(prompt) - 1:-1]
+            probs = (full / temperature).softmax(-1)
+            expected = -(probs * probs.clamp_min(1e-30).log()).sum(-1)
+            assert torch.allclose(entropy[i, :n], expected, atol=1e-4)
+        assert worst_raw > 0.05, "the raw logits (temperature 1) should describe another distribution"
+
+
+def _hand_rollouts(tok, g: int, rewards: list[float]):
+    import torch
+
+    from training.trainer import Rollout
+
+    gen = torch.Generator().manual_seed(3)
+    prompts = ["Write digits 1:", "What is 2 + 3? Say it in words", "Hi"]
+    rollouts = []
+    for index, reward in enumerate(rewards):
+        group = index // g
+        length = int(torch.randint(1, 9, (1,), generator=gen))
+        completion = torch.randint(3, len(tok), (length,), generator=gen).tolist()
+        r = Rollout("d", {}, tok(prompts[group], add_special_tokens=False).input_ids, completion, "", "stop",
+                    reward=reward, group=group)
+        rollouts.append(r)
+    return rollouts
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("skip", [False, True])
+def test_step_loss_and_gradient_match_trl_formula_in_float64(tiny_home, loss_type, skip):
+    """One real update (tiny policy, DeepSpeed engine, 2 micro-batches, temperature 0.7, a reference
+    that differs from the policy): the step's loss and gradient equal TRL's formula in float64 over
+    the whole batch (skip off: the zero-variance group's KL and its share of the normaliser
+    included), or over the kept groups only (skip on)."""
+    import contextlib
+    import copy
+
+    import torch
+
+    from training.engine import build_engine, setup_distributed
+    from training.policy import load_policy
+    from training.trainer import GRPOTrainer
+
+    g, temperature, beta = 4, 0.7, 0.1
+    config = load_recipe("tiny", loss_type=loss_type, skip_zero_variance_groups=skip, temperature=temperature,
+                         beta=beta, prompts_per_step=3, num_generations=g, max_completion_length=8,
+                         max_grad_norm=0.0, deepspeed={"gradient_accumulation_steps": 2}, run_name="exact")
+    model, tok = load_policy("tiny", dtype="float32", home=tiny_home)
+    torch.manual_seed(0)
+    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    model64, ref64 = copy.deepcopy(model).double(), copy.deepcopy(ref).double()
+    model.config.use_cache = False
+    rank, world = setup_distributed()
+    engine = build_engine(model, config, world)
+    trainer = GRPOTrainer(config, open_lake(), open_lake().mlflow_uri)
+    trainer.rank, trainer.world, trainer.tokenizer = rank, world, tok
+    grads = {}
+    for name, p in engine.module.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, name=name: grads.__setitem__(name, p.grad.detach().clone()))
+
+    rewards = [1.0, 0.0, 0.5, 0.0, 0.3, 0.3, 0.3, 0.3, 0.2, 0.9, 0.9, 0.1]  # group 1 has no variance
+    rollouts = _hand_rollouts(tok, g, rewards)
+    zero_var, loss = trainer._learn(rollouts, engine, ref, contextlib.nullcontext)
+    assert zero_var == [False, True, False]
+
+    # float64 reference: TRL's _compute_loss, one unpadded sequence at a time
+    def reference(rows):
+        adv = {}
+        for group in range(3):
+            r = torch.tensor(rewards[group * g:(group + 1) * g], dtype=torch.float64)
+            a = (r - r.mean()) / (r.std() + 1e-4)
+            adv.update({group * g + j: a[j] for j in range(g)})
+        model64.zero_grad()
+        seq_sums, lengths = [], []
+        for i in rows:
+            x = torch.tensor([rollouts[i].prompt_ids + rollouts[i].completion_ids])
+            start, target = len(rollouts[i].prompt_ids) - 1, torch.tensor(rollouts[i].completion_ids)
+            logp = (model64(input_ids=x).logits[0, start:-1] / temperature).log_softmax(-1)[range(len(target)), target]
+            with torch.no_grad():
+                ref_logp = (ref64(input_ids=x).logits[0, start:-1] / temperature).log_softmax(-1)[
+                    range(len(target)), target]
+            ratio = torch.exp(logp - logp.detach())
+            clipped = torch.clamp(ratio, 1 - config.epsilon, 1 + config.epsilon)
+            per_token = -torch.min(ratio * adv[i], clipped * adv[i])
+            per_token = per_token + beta * (torch.exp(ref_logp - logp) - (ref_logp - logp) - 1)
+            seq_sums.append(per_token.sum())
+            lengths.append(len(target))
+        if loss_type == "grpo":
+            total = sum(s / n for s, n in zip(seq_sums, lengths)) / len(rows)
+        elif loss_type == "dr_grpo":
+            total = sum(seq_sums) / (len(rows) * config.max_completion_length)
+        else:
+            total = sum(seq_sums) / sum(lengths)
+        total.backward()
+        return float(total.detach()), {n: p.grad.clone() for n, p in model64.named_parameters()}
+
+    whole = list(range(12))
+    kept = [i for i in whole if i // g != 1]
+    expected_loss, expected_grads = reference(kept if skip else whole)
+    assert loss == pytest.approx(expected_loss, rel=1e-5, abs=1e-7)
+    assert grads.keys() == expected_grads.keys()
+    flat = torch.cat([grads[n].flatten().double() for n in sorted(grads)])
+    flat_ref = torch.cat([expected_grads[n].flatten() for n in sorted(grads)])
+    assert float((flat - flat_ref).norm() / flat_ref.norm()) < 1e-4
+    # the other choice gives another loss: the test can tell them apart
+    other_loss, _ = reference(whole if skip else kept)
+    assert abs(other_loss - expected_loss) > 1e-3 * abs(expected_loss) + 1e-6
