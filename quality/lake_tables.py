@@ -16,10 +16,12 @@ SAMPLES = {
     "metadata": pl.Utf8, "source": pl.Utf8, "line": pl.Int64, "batch": pl.Utf8,
     "content_hash": pl.Utf8, "ingested_at": pl.Utf8,
 }
+# ``detail``: why, in words, where a code alone does not say it (e.g. which earlier batch already
+# holds a reused id); null otherwise and in batches written before the column existed.
 QUARANTINE = {
     "domain": pl.Utf8, "split": pl.Utf8, "id": pl.Utf8, "source": pl.Utf8, "line": pl.Int64,
     "reasons": pl.List(pl.Utf8), "raw": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8,
-    "metadata": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8,
+    "metadata": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8, "detail": pl.Utf8,
 }
 
 # gate_results/domain=<d>/evaluation=<id>/part.parquet  -- one row per expectation of a gate run

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-COLUMNS = ("domain", "id", "prompt", "answer", "content_hash")
+COLUMNS = ("domain", "id", "prompt", "answer", "content_hash", "batch")
 
 
 def admitted_rows(ctx: Any) -> pl.DataFrame:
