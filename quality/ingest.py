@@ -10,7 +10,9 @@ every reason that applies.
 Ids are unique within a domain: a row whose explicit ``id`` the domain already holds (an admitted
 row of another batch, or an earlier row of this batch) is quarantined as ``duplicate``, whatever
 its content, with a ``detail`` that names the earlier batch and says whether the content
-differs. Re-ingesting the same file therefore quarantines every row of the second copy.
+differs. Re-ingesting the same file therefore quarantines every row of the second copy. Rows of a
+batch the batch gates rejected do not count as held (:mod:`quality.detectors.admitted`), so a
+corrected file with the same ids can be ingested again.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ def ingest_records(
     generated samples of a domain use a fixed name so re-materializing is idempotent).
     """
     batch = batch or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # with the name, a batch's version
     candidates = [_structural(r, domain.name, source, default_split) for r in records]
 
     ctx = GateContext(domain=domain, lake=lake, replacing_batch=batch, all_domains=all_domains)

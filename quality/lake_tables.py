@@ -33,14 +33,24 @@ GATE_RESULTS = {
     "mlflow_run_id": pl.Utf8,
 }
 
+# gate_batches/domain=<d>/evaluation=<id>/part.parquet  -- the ingest batches (name + ingested_at:
+# a batch replaced in place is a new version) one gate evaluation judged; see quality.gate_history
+GATE_BATCHES = {
+    "domain": pl.Utf8, "evaluation": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8,
+    "admitted": pl.Int64, "quarantined": pl.Int64, "evaluated_at": pl.Utf8,
+}
+
 # difficulty/domain=<d>/evaluation=<id>/part.parquet  -- per admitted train item
 DIFFICULTY = {
     "domain": pl.Utf8, "id": pl.Utf8, "difficulty": pl.Float64, "pass_rate": pl.Float64,
     "k": pl.Int64, "method": pl.Utf8, "in_band": pl.Boolean, "evaluated_at": pl.Utf8,
 }
 
-# train_set/domain=<d>/part.parquet  -- the admitted, in-band train rows of a domain whose gates
-# passed (written by the per-domain `domain_train_set` asset; what GRPO reads)
+# train_set/domain=<d>/part.parquet  -- the in-band train rows of a domain's accepted batches
+# (written by the per-domain `domain_train_set` asset; what GRPO reads). ``evaluation``: the gate
+# evaluation it was built after; training uses it only while that is still the domain's latest
+# evaluation and it passed (quality.gate_history.train_set_problem). ``difficulty``: from the
+# evaluation that accepted the row's batch.
 TRAIN_SET = {
     "domain": pl.Utf8, "id": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8, "metadata": pl.Utf8,
     "difficulty": pl.Float64, "evaluation": pl.Utf8, "gated_at": pl.Utf8,
