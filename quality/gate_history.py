@@ -211,8 +211,9 @@ def train_set_problem(lake: Lake, domain: str, train_set_evaluations: list[str] 
         return (f"domain {domain}: latest batch failed gate {latest.describe()} (evaluation {latest.evaluation}); "
                 f"fix the data and re-run the gates (ingest a corrected batch, materialize gated_samples for {domain!r})")
     if not train_set_evaluations:
-        return (f"domain {domain!r} passed its gates (evaluation {latest.evaluation}) but has no train_set: "
-                f"materialize domain_train_set for {domain!r}")
+        return (f"domain {domain!r} passed its gates (evaluation {latest.evaluation}) but has no train_set rows: "
+                f"materialize domain_train_set for {domain!r} (if it stays empty, no train row is in the "
+                "difficulty band: see its gate results)")
     if set(train_set_evaluations) != {latest.evaluation}:
         return (f"domain {domain!r}: its train_set was built after gate evaluation "
                 f"{', '.join(sorted(set(train_set_evaluations)))}, not the latest ({latest.evaluation}): "

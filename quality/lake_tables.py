@@ -56,11 +56,13 @@ TRAIN_SET = {
     "difficulty": pl.Float64, "evaluation": pl.Utf8, "gated_at": pl.Utf8,
 }
 
-# checkpoints/checkpoint=<id>/part.parquet  -- one row per saved policy checkpoint
+# checkpoints/checkpoint=<id>/part.parquet  -- one row per saved policy checkpoint;
+# data_fingerprint: the rows its run trained on (training.data; null for base models and rows
+# written before the column existed)
 CHECKPOINTS = {
     "checkpoint": pl.Utf8, "run_id": pl.Utf8, "step": pl.Int64, "path": pl.Utf8,
     "recipe": pl.Utf8, "base_model": pl.Utf8, "domains": pl.List(pl.Utf8),
-    "mlflow_model_id": pl.Utf8, "created_at": pl.Utf8,
+    "mlflow_model_id": pl.Utf8, "created_at": pl.Utf8, "data_fingerprint": pl.Utf8,
 }
 
 # training_history/run=<mlflow_run_id>/part.parquet  -- one row per (step, domain); domain "_all"
