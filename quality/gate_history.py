@@ -36,13 +36,8 @@ DIFFICULTY_BATCH = "difficulty-gate"  # prefix of the batches holding difficulty
 BATCH_KEY = ["batch", "ingested_at"]
 
 
-def is_gate_batch(batch: str) -> bool:
-    """A quarantine batch written by the difficulty gate, not by ingest."""
-    return batch == DIFFICULTY_BATCH or batch.startswith(DIFFICULTY_BATCH + "-")
-
-
 def gate_batch_expr(column: str = "batch") -> pl.Expr:
-    """:func:`is_gate_batch` as a polars expression."""
+    """True for a quarantine batch written by the difficulty gate, not by ingest."""
     return (pl.col(column) == DIFFICULTY_BATCH) | pl.col(column).str.starts_with(DIFFICULTY_BATCH + "-")
 
 
@@ -78,29 +73,37 @@ class Verdict:
 
 
 def _scan(lake: Lake, table: str, columns: list[str], where: dict | None = None, name: str = "part") -> pl.DataFrame:
-    """Only ``columns`` of a table's committed files (each file carries them)."""
+    """Only ``columns`` of a table's committed files, in one multi-file scan (a column a file
+    lacks, e.g. one added later, reads as null)."""
     files = lake.files(table, name, where)
     if not files:
         return pl.DataFrame()
-    frames = []
-    for path in files:
-        frame = pl.read_parquet(path, columns=[c for c in columns if c in pl.read_parquet_schema(path)])
-        frames.append(frame)
-    return pl.concat(frames, how="diagonal_relaxed")
+    return (pl.scan_parquet(files, hive_partitioning=False, missing_columns="insert", extra_columns="ignore")
+            .select(columns).collect())
 
 
 def verdicts(lake: Lake, domain: str | None = None) -> list[Verdict]:
     """Every evaluation (of ``domain``, or of all domains), oldest first."""
+    frame = _verdict_frame(lake, domain)
+    return [Verdict(r["domain"], r["evaluation"], r["evaluated_at"], tuple(tuple(f) for f in r["failures"]))
+            for r in frame.iter_rows(named=True)]
+
+
+def _verdict_frame(lake: Lake, domain: str | None) -> pl.DataFrame:
+    """domain, evaluation, evaluated_at, passed, failures [(gate, expectation)], rank (0 = oldest)."""
     frame = _scan(lake, GATE_RESULTS, ["domain", "evaluation", "gate", "expectation", "severity", "success",
                                        "evaluated_at"], {"domain": domain} if domain else None)
+    schema = {"domain": pl.Utf8, "evaluation": pl.Utf8, "evaluated_at": pl.Utf8, "passed": pl.Boolean,
+              "failures": pl.List(pl.List(pl.Utf8)), "rank": pl.Int64}
     if frame.is_empty():
-        return []
-    out = []
-    for (dom, evaluation), rows in frame.group_by(["domain", "evaluation"], maintain_order=True):
-        failed = rows.filter((pl.col("severity") == "critical") & ~pl.col("success"))
-        out.append(Verdict(dom, evaluation, str(rows["evaluated_at"].max()),
-                           tuple(sorted(set(zip(failed["gate"].to_list(), failed["expectation"].to_list()))))))
-    return sorted(out, key=lambda v: (v.evaluated_at, v.evaluation))
+        return pl.DataFrame(schema=schema)
+    critical = (pl.col("severity") == "critical") & ~pl.col("success")
+    out = (frame.group_by("domain", "evaluation")
+           .agg(pl.col("evaluated_at").max(),
+                pl.concat_list("gate", "expectation").filter(critical).unique().sort().alias("failures"))
+           .with_columns((pl.col("failures").list.len() == 0).alias("passed"))
+           .sort("evaluated_at", "evaluation"))
+    return out.with_row_index("rank").with_columns(pl.col("rank").cast(pl.Int64)).select(list(schema))
 
 
 def latest_verdict(lake: Lake, domain: str) -> Verdict | None:
@@ -165,19 +168,13 @@ def batch_status(lake: Lake, domain: str, versions: pl.DataFrame | None = None) 
 
 
 def _decisions(lake: Lake, domain: str | None) -> pl.DataFrame:
-    """domain, batch, ingested_at -> the latest evaluation that judged it and whether it passed."""
-    judged = judged_batches(lake, domain)
-    schema = {"domain": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8, "evaluation": pl.Utf8, "passed": pl.Boolean}
-    if judged.is_empty():
-        return pl.DataFrame(schema=schema).drop([] if domain is None else ["domain"])
-    order = {(v.domain, v.evaluation): (i, v.passed) for i, v in enumerate(verdicts(lake, domain))}
-    rows = [r for r in judged.iter_rows(named=True) if (r["domain"], r["evaluation"]) in order]
-    frame = pl.DataFrame([{"domain": r["domain"], "batch": r["batch"], "ingested_at": r["ingested_at"],
-                           "evaluation": r["evaluation"], "passed": order[(r["domain"], r["evaluation"])][1],
-                           "rank": order[(r["domain"], r["evaluation"])][0]} for r in rows],
-                         schema={**schema, "rank": pl.Int64})
-    latest = frame.sort("rank").group_by(["domain", *BATCH_KEY]).last().drop("rank")
-    return latest.drop([] if domain is None else ["domain"])
+    """(domain,) batch, ingested_at -> the latest evaluation that judged it and whether it passed."""
+    judged = judged_batches(lake, domain).select("domain", "evaluation", *BATCH_KEY)
+    decided = judged.join(_verdict_frame(lake, domain).select("domain", "evaluation", "passed", "rank"),
+                          on=["domain", "evaluation"], how="inner")  # a record whose verdict is not written yet: none
+    latest = (decided.sort("rank").group_by(["domain", *BATCH_KEY], maintain_order=True).last()
+              .select("domain", *BATCH_KEY, "evaluation", "passed"))
+    return latest.drop("domain") if domain is not None else latest
 
 
 def rejected_batches(lake: Lake) -> pl.DataFrame:
