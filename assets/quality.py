@@ -1,24 +1,29 @@
 """Quality stage: the batch gates of each domain partition as blocking asset checks, and the
 gated per-domain train set that GRPO reads.
 
-``gated_samples`` runs the GE suites (format, safety, difficulty) and the environment self-test
-on a domain's admitted batch (:func:`quality.batch_gates.evaluate_batch_gates`), stores the
-results in the lake (gate_results, difficulty), logs one MLflow run per gate with its dataset,
-and reports each gate as a blocking check: a critical failure is ERROR (``domain_train_set`` for
-that domain is skipped), a warning-only failure is WARN. Other domains' partitions are not
-affected.
+``gated_samples`` runs the environment self-test and the GE suites (format, safety, difficulty)
+on the domain's **incoming** batch (:func:`quality.batch_gates.evaluate_batch_gates`: the batches
+no evaluation has judged yet), stores the results in the lake (gate_results, gate_batches,
+difficulty), logs one MLflow run per gate with its dataset, and reports each gate as a blocking
+check: a critical failure is ERROR (``domain_train_set`` for that domain is skipped), a
+warning-only failure is WARN. The domain's history (earlier accepted/rejected batches, drift
+against the last accepted batch) is reported in the metadata beside the verdict, never in it.
+Other domains' partitions are not affected.
+
+``domain_train_set`` holds the in-band train rows of the domain's accepted batches; training uses
+it only while the evaluation it was built after is the domain's latest (quality.gate_history), so
+a domain whose latest gates failed has no train set until a later evaluation passes.
 """
 
 import json
 from datetime import datetime, timezone
 
 import dagster as dg
-import polars as pl
 
 from domains import get_registry
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource, MlflowResource
-from quality import lake_tables
+from quality import gate_history
 from quality.batch_gates import GateEvaluation, evaluate_batch_gates, record_mlflow_runs, train_set_rows
 from quality.expectations import ExpectationOutcome, markdown_table
 
@@ -98,18 +103,16 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
     check_specs=[dg.AssetCheckSpec(name, asset="gated_samples", blocking=True,
                                    description=f"{gate} gate (blocking: a critical failure stops training on the domain)")
                  for gate, name in GATE_CHECKS.items()],
-    description="A domain's admitted batch after the batch gates: GE format/safety/difficulty suites and the "
+    description="A domain's incoming batch after the batch gates: GE format/safety/difficulty suites and the "
                 "environment self-test; difficulty estimates and out-of-band quarantine.",
 )
 def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: LakeResource,
                   mlflow: MlflowResource) -> dg.MaterializeResult:
     domain = get_registry().get(context.partition_key)
     the_lake = lake.lake()
-    result = evaluate_batch_gates(the_lake, domain)
-    outcomes = dict(result.outcomes)
     selftest_outcomes, _ = _selftest(domain, config.selftest_samples)
-    outcomes["selftest"] = selftest_outcomes
-    _append_selftest(the_lake, result, selftest_outcomes)
+    result = evaluate_batch_gates(the_lake, domain, extra_outcomes={"selftest": selftest_outcomes})
+    outcomes = dict(result.outcomes)
     run_ids = {}
     if config.log_to_mlflow:
         run_ids = _log_mlflow(mlflow, result, outcomes)
@@ -133,21 +136,13 @@ def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: L
             "difficulty_method": str(stats["difficulty_method"]),
             "learnable_band": str(stats["band"]),
             "expectations": dg.MetadataValue.md(markdown_table(all_outcomes)),
+            "incoming_batches": dg.MetadataValue.json(stats["incoming_batches"]),
+            "history": dg.MetadataValue.json(stats["history"]),
+            "drift_vs_last_accepted": dg.MetadataValue.json(stats["drift"]) if stats["drift"] is not None
+            else dg.MetadataValue.text("n/a (no earlier accepted batch)"),
         },
         check_results=checks,
     )
-
-
-def _append_selftest(the_lake, result: GateEvaluation, outcomes: list[ExpectationOutcome]) -> None:
-    partition = {"domain": result.domain, "evaluation": result.evaluation}
-    frame = the_lake.read("gate_results", where=partition)
-    extra = pl.DataFrame([{
-        "domain": result.domain, "evaluation": result.evaluation, "gate": "selftest", "expectation": o.expectation,
-        "severity": o.severity, "success": o.success, "observed": o.observed, "threshold": o.threshold,
-        "rows_checked": None, "rows_failed": None, "evaluated_at": result.evaluated_at, "mlflow_run_id": None,
-    } for o in outcomes], schema=lake_tables.GATE_RESULTS)
-    merged = pl.concat([lake_tables.conform(frame, lake_tables.GATE_RESULTS), extra]) if frame.height else extra
-    the_lake.write_batch("gate_results", partition, {"part": merged})
 
 
 @dg.asset(
@@ -155,26 +150,26 @@ def _append_selftest(the_lake, result: GateEvaluation, outcomes: list[Expectatio
     group_name="training",
     deps=["gated_samples"],
     kinds={"parquet"},
-    description="The admitted, in-band train rows of a domain whose gates passed (lake/train_set/domain=<d>); "
-                "what GRPO reads. Skipped when a blocking gate check fails.",
+    description="The in-band train rows of a domain's accepted batches, built after an evaluation that passed "
+                "(lake/train_set/domain=<d>); what GRPO reads. Skipped when a blocking gate check fails.",
 )
 def domain_train_set(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     domain = context.partition_key
     the_lake = lake.lake()
-    results = the_lake.read("gate_results", where={"domain": domain})
-    if results.is_empty():
+    latest = gate_history.latest_verdict(the_lake, domain)
+    if latest is None:
         raise dg.Failure(f"domain {domain!r} has no gate results: materialize gated_samples for it first")
-    latest = results.sort("evaluated_at")["evaluation"][-1]
-    current = results.filter(pl.col("evaluation") == latest)
-    blocking = current.filter((pl.col("severity") == "critical") & ~pl.col("success"))
-    if blocking.height:  # also guards a run that selects this asset alone
-        raise dg.Failure(f"domain {domain!r}: gate evaluation {latest} failed "
-                         f"{', '.join(blocking['gate'].unique().sort().to_list())}; not building its train set")
+    if not latest.passed:  # also guards a run that selects this asset alone
+        raise dg.Failure(f"domain {domain!r}: latest batch failed gate {latest.describe()} "
+                         f"(evaluation {latest.evaluation}); not building its train set")
     gated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    rows = train_set_rows(the_lake, domain, latest, gated_at)
+    rows = train_set_rows(the_lake, domain, latest.evaluation, gated_at)
     path = the_lake.write_batch("train_set", {"domain": domain}, {"part": rows})
+    status = gate_history.batch_status(the_lake, domain)
     return dg.MaterializeResult(metadata={
-        "rows": rows.height, "evaluation": latest,
+        "rows": rows.height, "evaluation": latest.evaluation,
+        "accepted_batches": dg.MetadataValue.json(status.filter(status["status"] == "accepted")["batch"].to_list()),
+        "rejected_batches": dg.MetadataValue.json(status.filter(status["status"] == "rejected")["batch"].to_list()),
         "mean_difficulty": dg.MetadataValue.float(float(rows["difficulty"].mean())) if rows.height else
         dg.MetadataValue.text("n/a"),
         "lake_path": dg.MetadataValue.path(str(path)),

@@ -1,11 +1,16 @@
 """Training stage: GRPO on the gated train sets of the chosen domains, as one checkpoint.
 
-``policy_checkpoint`` depends on ``domain_train_set`` (so on the gates: a domain whose blocking
-check failed has no fresh train set and is refused with a message). Training runs in its own
-process (``python -m training.run_grpo``, or ``torchrun`` for several ranks): DeepSpeed's process
-group and torch's thread pools stay out of the Dagster worker, and a killed run is resumed by
-materializing again. The new checkpoint becomes a partition of ``checkpoint_partitions`` so the
-evaluation assets can run for it at once (the sensor would also find it in MLflow).
+``policy_checkpoint`` depends on ``domain_train_set`` (so on the gates: a domain whose latest
+gate evaluation failed has no train set and is refused with a message naming the failed gates,
+see ``training.data``). The run's identity includes the fingerprint of the rows it trains on, so
+materializing again after new gated data trains a new run, while the same rows and config return
+(or resume) the earlier one; the fingerprint is in the metadata and on the checkpoint.
+
+Training runs in its own process (``python -m training.run_grpo``, or ``torchrun`` for several
+ranks): DeepSpeed's process group and torch's thread pools stay out of the Dagster worker, and a
+killed run is resumed by materializing again. The new checkpoint becomes a partition of
+``checkpoint_partitions`` so the evaluation assets can run for it at once (the sensor would also
+find it in MLflow).
 """
 
 import json
@@ -94,7 +99,8 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
                 if not line.startswith(("[rank", " ")):
                     context.log.info(line)
         if proc.wait() != 0 or not Path(output).exists():
-            raise dg.Failure(f"training exited with code {proc.returncode}", metadata={
+            reason = next((line[len("error: "):] for line in reversed(tail) if line.startswith("error: ")), None)
+            raise dg.Failure(reason or f"training exited with code {proc.returncode}", metadata={
                 "stderr_tail": dg.MetadataValue.md("```\n" + "\n".join(tail) + "\n```")})
         result = json.loads(Path(output).read_text())
     checkpoint = result["checkpoint"]
@@ -109,6 +115,9 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
         "processes": result["world_size"],
         "mlflow_run": dg.MetadataValue.url(mlflow.run_url(result["mlflow_run_id"])),
         "mlflow_run_id": result["mlflow_run_id"],
+        "run_name": result["run_name"],
+        "data_fingerprint": result["data_fingerprint"],
+        "data": dg.MetadataValue.json(result["data"]),
         "final_reward": dg.MetadataValue.json(final),
         "history": dg.MetadataValue.md(_history_table(result["history"])),
         "seconds": result["seconds"],

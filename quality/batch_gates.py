@@ -1,12 +1,22 @@
 """Batch gates for one domain partition: difficulty estimate, the GE suites, and what is stored.
 
-:func:`evaluate_batch_gates` is what the ``gated_samples`` asset calls. It reads the domain's
-admitted and quarantined rows from the lake, estimates difficulty for the admitted train rows,
-quarantines the out-of-band ones (``difficulty_out_of_band``, in the batch
-``ingest/domain=<d>/batch=difficulty-gate/quarantine.parquet``, replaced on each evaluation, so
-nothing is deleted and ``assay quarantine`` lists them), runs the format/safety/difficulty
-suites, and writes ``gate_results`` and ``difficulty`` (``quality.lake_tables``) under one
-evaluation id. :func:`train_set_rows` is what ``domain_train_set`` writes after the checks pass.
+:func:`evaluate_batch_gates` is what the ``gated_samples`` asset calls. The suites judge the
+**incoming** batch only (:func:`quality.gate_history.incoming_batches`: the ingest batches no
+evaluation has judged yet, or the latest evaluation's again when nothing new arrived): its
+admitted rows (format), its admitted and quarantined rows (safety), the difficulty of its admitted
+train rows (difficulty). Earlier batches never enter the verdict, so a bad old batch cannot fail
+a good new one and a good history cannot hide a bad new one. The domain's history is reported
+beside the verdict (``stats["history"]``: accepted, rejected and pending batches) with the
+distribution drift of the incoming difficulties against the last accepted batch
+(``stats["drift"]``; also the non-blocking ``warning`` quantile expectation of the difficulty
+suite, the only place the last accepted batch is consulted).
+
+Out-of-band train rows of each judged batch are quarantined as ``difficulty_out_of_band`` in the
+batch ``ingest/domain=<d>/batch=difficulty-gate-<batch>/quarantine.parquet``, replaced when that
+batch is judged again, so nothing is deleted and ``assay quarantine`` lists them. The evaluation
+writes ``gate_results``, ``difficulty`` and ``gate_batches`` (``quality.lake_tables``) under one
+evaluation id. :func:`train_set_rows` is what ``domain_train_set`` writes after the checks pass:
+the in-band train rows of every accepted batch.
 """
 
 from __future__ import annotations
@@ -18,13 +28,13 @@ from typing import Any
 
 import polars as pl
 
-from quality import lake_tables, reasons
-from quality.difficulty import Band, estimate_difficulty, quantile_ranges, zero_signal_fraction
+from quality import gate_history, lake_tables, reasons
+from quality.difficulty import QUANTILES, Band, estimate_difficulty, quantile_ranges, zero_signal_fraction
 from quality.expectations import ExpectationOutcome, gate_parameters, gate_severity, run_suite
+from quality.gate_history import BATCH_KEY
 from quality.lake import Lake
 
 SAFETY_CODES = (reasons.PII, reasons.SECRET, reasons.TOXIC, reasons.HARMFUL, reasons.PROMPT_INJECTION)
-DIFFICULTY_BATCH = "difficulty-gate"
 
 
 @dataclass
@@ -49,24 +59,43 @@ def _admitted(lake: Lake, domain: str) -> pl.DataFrame:
 def _quarantined(lake: Lake, domain: str) -> pl.DataFrame:
     frame = lake.read("ingest", "quarantine", where={"domain": domain})
     if frame.height and "batch" in frame.columns:
-        frame = frame.filter(pl.col("batch") != DIFFICULTY_BATCH)
+        frame = frame.filter(~gate_history.gate_batch_expr())
     return lake_tables.conform(frame, lake_tables.QUARANTINE) if frame.height else lake_tables.empty(lake_tables.QUARANTINE)
 
 
-def last_accepted_difficulty(lake: Lake, domain: str) -> pl.Series | None:
-    """Difficulties of the latest evaluation whose difficulty gate had no critical failure."""
-    results = lake.read("gate_results", where={"domain": domain})
-    if results.is_empty():
+def last_accepted_difficulty(lake: Lake, domain: str) -> tuple[str, pl.Series] | None:
+    """(evaluation, difficulties) of the latest evaluation that passed and estimated any."""
+    for verdict in reversed(gate_history.verdicts(lake, domain)):
+        if not verdict.passed:
+            continue
+        frame = lake.read("difficulty", where={"domain": domain, "evaluation": verdict.evaluation})
+        if frame.height:
+            return verdict.evaluation, frame["difficulty"]
+    return None
+
+
+def _drift(incoming: pl.Series, previous: tuple[str, pl.Series] | None) -> dict | None:
+    """Quantiles of the incoming difficulties next to the last accepted batch's (reported only)."""
+    if previous is None or len(incoming) == 0:
         return None
-    ok = (results.filter(pl.col("gate") == "difficulty")
-          .group_by("evaluation", "evaluated_at")
-          .agg(((pl.col("severity") == "critical") & ~pl.col("success")).any().alias("failed"))
-          .filter(~pl.col("failed")).sort("evaluated_at"))
-    if ok.is_empty():
-        return None
-    latest = ok["evaluation"][-1]
-    frame = lake.read("difficulty", where={"domain": domain, "evaluation": latest})
-    return frame["difficulty"] if frame.height else None
+    evaluation, before = previous
+    now = [round(float(incoming.quantile(q, "linear")), 4) for q in QUANTILES]
+    then = [round(float(before.quantile(q, "linear")), 4) for q in QUANTILES]
+    return {"last_accepted_evaluation": evaluation, "quantiles": list(QUANTILES), "incoming": now,
+            "last_accepted": then, "max_abs_shift": round(max(abs(a - b) for a, b in zip(now, then)), 4)}
+
+
+def _history(status: pl.DataFrame, incoming: pl.DataFrame) -> dict:
+    """The domain's other batches (not judged now), by status: reported, never judged again."""
+    others = status.join(incoming.select(BATCH_KEY), on=BATCH_KEY, how="anti")
+    out: dict[str, Any] = {}
+    for name in ("accepted", "rejected", "pending"):
+        mine = others.filter(pl.col("status") == name)
+        out[f"{name}_batches"] = mine["batch"].to_list()
+        out[f"{name}_admitted"] = int(mine["admitted"].sum()) if mine.height else 0
+    accepted = others.filter(pl.col("status") == "accepted")
+    out["accepted_train_rows"] = int(accepted["train_rows"].sum()) if accepted.height else 0
+    return out
 
 
 def _safety_frame(admitted: pl.DataFrame, quarantined: pl.DataFrame, domain: Any) -> pl.DataFrame:
@@ -87,20 +116,38 @@ def _safety_frame(admitted: pl.DataFrame, quarantined: pl.DataFrame, domain: Any
     return pl.concat([adm, quar], how="vertical_relaxed")
 
 
-def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None) -> GateEvaluation:
-    evaluation = evaluation or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    admitted, quarantined = _admitted(lake, domain.name), _quarantined(lake, domain.name)
+def _skipped(gate: str, why: str) -> ExpectationOutcome:
+    return ExpectationOutcome(gate=gate, expectation=f"skipped: {why}", severity="info", success=True,
+                              observed="0", threshold="null", rows_checked=0, rows_failed=None, failed_ids=[])
+
+
+def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None, *,
+                         extra_outcomes: dict[str, list[ExpectationOutcome]] | None = None) -> GateEvaluation:
+    """Judge the domain's incoming batch and store the evaluation.
+
+    ``extra_outcomes``: outcomes of gates run elsewhere (the environment self-test), stored with
+    this evaluation so its verdict is complete the moment it is written.
+    """
+    now_dt = datetime.now(timezone.utc)
+    evaluation = evaluation or f"{now_dt:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    now = now_dt.isoformat(timespec="microseconds")  # orders evaluations made within one second
+    every_admitted, every_quarantined = _admitted(lake, domain.name), _quarantined(lake, domain.name)
+    versions = gate_history.versions_of(every_admitted, every_quarantined)
+    incoming = gate_history.incoming_batches(lake, domain.name, versions)
+    status = gate_history.batch_status(lake, domain.name, versions)
+    admitted = every_admitted.join(incoming.select(BATCH_KEY), on=BATCH_KEY, how="semi")
+    quarantined = every_quarantined.join(incoming.select(BATCH_KEY), on=BATCH_KEY, how="semi")
     params = gate_parameters(domain)
 
-    # difficulty of the admitted train rows; out-of-band rows are quarantined (kept, not deleted)
+    # difficulty of the incoming admitted train rows; out-of-band rows are quarantined (kept, not deleted)
     train = admitted.filter(pl.col("split") == "train")
     band = Band.for_domain(domain)
     diff = estimate_difficulty(domain, train, band)
     diff_table = diff.with_columns(pl.lit(domain.name).alias("domain"), pl.lit(now).alias("evaluated_at"))
     diff_table = lake_tables.conform(diff_table, lake_tables.DIFFICULTY)
     previous = last_accepted_difficulty(lake, domain.name)
-    params["quantile_ranges"] = quantile_ranges(previous, params["difficulty_quantile_tolerance"])
+    params["quantile_ranges"] = quantile_ranges(previous[1] if previous else None,
+                                                params["difficulty_quantile_tolerance"])
 
     frames = {
         "format": admitted,
@@ -109,7 +156,11 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None)
                                   ((pl.col("difficulty") <= 1e-9) | (pl.col("difficulty") >= 1 - 1e-9))
                                   .cast(pl.Float64).alias("zero_signal")),
     }
-    outcomes = {gate: run_suite(gate, frame.to_pandas(), params) for gate, frame in frames.items()}
+    outcomes = {gate: run_suite(gate, frame.to_pandas(), params) for gate, frame in frames.items()
+                if gate != "difficulty" or frame.height}
+    if not train.height:  # e.g. a batch whose rows were all duplicates: nothing to estimate
+        outcomes["difficulty"] = [_skipped("difficulty", "no admitted train rows in the incoming batch")]
+    outcomes.update(extra_outcomes or {})
 
     out_of_band = train.join(diff.filter(~pl.col("in_band")).select("id"), on="id", how="semi")
     stats = {
@@ -118,13 +169,17 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None)
         "zero_signal_fraction": zero_signal_fraction(diff["difficulty"]),
         "difficulty_method": diff["method"][0] if diff.height else None,
         "band": [band.low, band.high], "previous_batch": previous is not None,
+        "incoming_batches": incoming["batch"].to_list(),
+        "history": _history(status, incoming),
+        "drift": _drift(diff["difficulty"], previous),
     }
     result = GateEvaluation(domain.name, evaluation, now, outcomes, frames, diff_table, stats)
-    _write(lake, result, out_of_band, now)
+    _write(lake, result, incoming, train, out_of_band, now)
     return result
 
 
-def _write(lake: Lake, result: GateEvaluation, out_of_band: pl.DataFrame, now: str) -> None:
+def _write(lake: Lake, result: GateEvaluation, incoming: pl.DataFrame, train: pl.DataFrame,
+           out_of_band: pl.DataFrame, now: str) -> None:
     rows = [{
         "domain": result.domain, "evaluation": result.evaluation, "gate": o.gate, "expectation": o.expectation,
         "severity": o.severity, "success": o.success, "observed": o.observed, "threshold": o.threshold,
@@ -132,15 +187,24 @@ def _write(lake: Lake, result: GateEvaluation, out_of_band: pl.DataFrame, now: s
         "mlflow_run_id": result.stats.get("mlflow_run_ids", {}).get(o.gate),
     } for outcomes in result.outcomes.values() for o in outcomes]
     partition = {"domain": result.domain, "evaluation": result.evaluation}
-    lake.write_batch("gate_results", partition, {"part": pl.DataFrame(rows, schema=lake_tables.GATE_RESULTS)})
     lake.write_batch("difficulty", partition, {"part": result.difficulty})
-    quarantine = pl.DataFrame([{
-        "domain": result.domain, "split": r["split"], "id": r["id"], "source": r["source"], "line": r["line"],
-        "reasons": [reasons.DIFFICULTY_OUT_OF_BAND], "raw": r["prompt"], "prompt": r["prompt"],
-        "answer": r["answer"], "metadata": r["metadata"], "batch": DIFFICULTY_BATCH, "ingested_at": now,
-    } for r in out_of_band.iter_rows(named=True)], schema=lake_tables.QUARANTINE)
-    lake.write_batch("ingest", {"domain": result.domain, "batch": DIFFICULTY_BATCH}, {"quarantine": quarantine},
-                     {"evaluation": result.evaluation, "quarantined": quarantine.height})
+    # which batches were judged before the verdict itself: a reader never sees a verdict whose
+    # batches are unknown
+    gate_history.record_judged(lake, result.domain, result.evaluation, now, incoming)
+    lake.write_batch("gate_results", partition, {"part": pl.DataFrame(rows, schema=lake_tables.GATE_RESULTS)})
+    for batch in train["batch"].unique().sort().to_list():
+        mine = out_of_band.filter(pl.col("batch") == batch)
+        quarantine = pl.DataFrame([{
+            "domain": result.domain, "split": r["split"], "id": r["id"], "source": r["source"], "line": r["line"],
+            "reasons": [reasons.DIFFICULTY_OUT_OF_BAND], "raw": r["prompt"], "prompt": r["prompt"],
+            "answer": r["answer"], "metadata": r["metadata"], "batch": gate_history.difficulty_batch(batch),
+            "ingested_at": now, "detail": f"difficulty outside the band in gate evaluation {result.evaluation}",
+        } for r in mine.iter_rows(named=True)], schema=lake_tables.QUARANTINE)
+        lake.write_batch("ingest", {"domain": result.domain, "batch": gate_history.difficulty_batch(batch)},
+                         {"quarantine": quarantine},
+                         {"evaluation": result.evaluation, "source_batch": batch, "quarantined": quarantine.height})
+    # the single whole-domain listing of earlier versions is superseded by the per-batch ones
+    lake.delete_partition("ingest", {"domain": result.domain, "batch": gate_history.DIFFICULTY_BATCH})
 
 
 def record_mlflow_runs(lake: Lake, result: GateEvaluation, run_ids: dict[str, str]) -> None:
@@ -153,11 +217,21 @@ def record_mlflow_runs(lake: Lake, result: GateEvaluation, run_ids: dict[str, st
 
 
 def train_set_rows(lake: Lake, domain: str, evaluation: str, gated_at: str) -> pl.DataFrame:
-    """Admitted, in-band train rows of ``evaluation`` (``lake_tables.TRAIN_SET``)."""
+    """The in-band train rows of every accepted batch of ``domain`` (``lake_tables.TRAIN_SET``),
+    built after ``evaluation`` (the domain's latest, which passed). Each row's difficulty comes
+    from the evaluation that accepted its batch."""
     admitted = _admitted(lake, domain).filter(pl.col("split") == "train")
-    diff = lake.read("difficulty", where={"domain": domain, "evaluation": evaluation})
-    if admitted.is_empty() or diff.is_empty():
+    status = gate_history.batch_status(lake, domain)
+    accepted = status.filter(pl.col("status") == "accepted").select(*BATCH_KEY, pl.col("evaluation").alias("judged_by"))
+    rows = admitted.join(accepted, on=BATCH_KEY, how="inner")
+    if rows.is_empty():
         return lake_tables.empty(lake_tables.TRAIN_SET)
-    rows = admitted.join(diff.filter(pl.col("in_band")).select("id", "difficulty"), on="id", how="inner")
+    diffs = [lake.read("difficulty", where={"domain": domain, "evaluation": e}).select(
+        "id", "difficulty", "in_band", pl.lit(e).alias("judged_by")) for e in rows["judged_by"].unique().to_list()]
+    diff = pl.concat([d for d in diffs if d.height]) if any(d.height for d in diffs) else None
+    if diff is None:
+        return lake_tables.empty(lake_tables.TRAIN_SET)
+    rows = rows.join(diff.filter(pl.col("in_band")).select("id", "judged_by", "difficulty"),
+                     on=["id", "judged_by"], how="inner")
     rows = rows.with_columns(pl.lit(evaluation).alias("evaluation"), pl.lit(gated_at).alias("gated_at"))
-    return lake_tables.conform(rows, lake_tables.TRAIN_SET)
+    return lake_tables.conform(rows.sort("id"), lake_tables.TRAIN_SET)

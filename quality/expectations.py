@@ -1,17 +1,21 @@
 """Batch gates as Great Expectations 1.x suites: one suite per gate kind, parameterised per domain.
 
-Suites (built once per process; thresholds are ``{"$PARAMETER": name}`` filled per domain from
-:func:`gate_parameters`, i.e. the domain's ``gate_thresholds`` over the defaults below):
+Suites are built once per process; thresholds are ``{"$PARAMETER": name}`` filled per domain from
+:func:`gate_parameters`, i.e. the domain's ``gate_thresholds`` over the defaults below. Every
+suite sees the **incoming** batch only (the batches no evaluation has judged yet, see
+:mod:`quality.batch_gates`), never the rows of earlier batches:
 
-- ``format`` on the admitted batch: schema, non-null, prompt length band, unique ids, the answer
-  format (the domain's ``answer_pattern`` regex, or "any non-blank text"), a minimum row count.
+- ``format`` on its admitted rows: schema, non-null, prompt length band, unique ids (ingest
+  already quarantines an id the domain holds from another batch), the answer format (the
+  domain's ``answer_pattern`` regex, or "any non-blank text"), a minimum row count.
 - ``safety`` on the incoming batch (admitted + quarantined rows): zero admitted rows with a
   safety flag (re-scanned with the rule-based safety detectors), and the flagged share of the
   incoming batch under ``max_safety_flagged_fraction``: a batch that is mostly bad is a signal.
-- ``difficulty`` on the difficulty estimates of the admitted train rows: values in [0, 1], the
+- ``difficulty`` on the difficulty estimates of its admitted train rows: values in [0, 1], the
   in-band share at least ``min_in_band_fraction``, the zero-signal share (items every sample
   solves or fails) at most ``max_zero_signal_fraction``, and (warning) the quantiles within
-  ``difficulty_quantile_tolerance`` of the last accepted batch.
+  ``difficulty_quantile_tolerance`` of the last accepted batch: the one expectation that consults
+  an earlier batch, as a drift signal that never blocks.
 
 Severity: each expectation is ``critical`` or ``warning``. GE marks a suite failed even when only
 a warning fails, so :func:`gate_severity` maps them: any critical failure -> ``ERROR`` (a

@@ -6,6 +6,13 @@ Dagster ingest asset): structural checks on each raw record, then the row gates
 invariant ``received == admitted + quarantined`` holds by construction: every record ends in
 exactly one of the two tables, and a quarantined row keeps its original text, source, line and
 every reason that applies.
+
+Ids are unique within a domain: a row whose explicit ``id`` the domain already holds (an admitted
+row of another batch, or an earlier row of this batch) is quarantined as ``duplicate``, whatever
+its content, with a ``detail`` that names the earlier batch and says whether the content
+differs. Re-ingesting the same file therefore quarantines every row of the second copy. Rows of a
+batch the batch gates rejected do not count as held (:mod:`quality.detectors.admitted`), so a
+corrected file with the same ids can be ingested again.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import polars as pl
 
 from domains.base import SPLITS, Domain
 from quality import lake_tables, reasons
+from quality.detectors.admitted import admitted_rows as lake_admitted_rows
 from quality.lake import Lake
 from quality.normalize import content_hash, stable_id
 from quality.readers import RawRecord, read_records
@@ -129,10 +137,10 @@ def ingest_records(
     generated samples of a domain use a fixed name so re-materializing is idempotent).
     """
     batch = batch or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # with the name, a batch's version
     candidates = [_structural(r, domain.name, source, default_split) for r in records]
 
-    # Ids must be unique inside the domain's batch: a repeated explicit id is a duplicate row.
+    ctx = GateContext(domain=domain, lake=lake, replacing_batch=batch, all_domains=all_domains)
     valid = [c for c in candidates if not c.reasons]
     if valid:
         frame = pl.DataFrame({
@@ -144,7 +152,6 @@ def ingest_records(
             "metadata": [c.metadata for c in valid],
             "content_hash": [content_hash(c.prompt, c.answer) for c in valid],
         }, schema_overrides={"metadata": pl.Object})
-        ctx = GateContext(domain=domain, lake=lake, replacing_batch=batch, all_domains=all_domains)
         for gate in default_row_gates() if gates is None else gates:
             verdicts = gate.check(frame, ctx)
             if len(verdicts) != len(valid):
@@ -155,22 +162,27 @@ def ingest_records(
     else:
         hashes = []
     hash_of = {id(c): h for c, h in zip(valid, hashes)}
+    detail_of = _reused_ids(valid, hash_of, ctx) if valid else {}  # id(candidate) -> why
 
     admitted_rows, quarantined_rows = [], []
-    seen_ids: set[str] = set()
+    first_line: dict[str, int] = {}  # id -> line of its admitted row in this batch
     for c in candidates:
-        if not c.reasons and c.id in seen_ids:
+        if id(c) in detail_of and reasons.DUPLICATE not in c.reasons:
             c.reasons.append(reasons.DUPLICATE)
+        if not c.reasons and c.id in first_line:
+            # Ids must be unique inside the domain: a repeated explicit id is a duplicate row.
+            c.reasons.append(reasons.DUPLICATE)
+            detail_of[id(c)] = f"id {c.id!r} repeats line {first_line[c.id]} of this batch"
         meta_text = json.dumps(c.metadata, sort_keys=True, default=str) if c.metadata is not None else None
         if c.reasons:
             quarantined_rows.append({
                 "domain": domain.name, "split": c.split, "id": c.id, "source": source,
                 "line": c.record.line, "reasons": list(c.reasons), "raw": c.record.raw,
                 "prompt": c.prompt, "answer": c.answer, "metadata": meta_text, "batch": batch,
-                "ingested_at": now,
+                "ingested_at": now, "detail": detail_of.get(id(c)),
             })
         else:
-            seen_ids.add(c.id)
+            first_line[c.id] = c.record.line
             admitted_rows.append({
                 "domain": domain.name, "split": c.split, "id": c.id, "prompt": c.prompt,
                 "answer": c.answer, "metadata": meta_text, "source": source, "line": c.record.line,
@@ -192,6 +204,31 @@ def ingest_records(
                                 {"samples": samples, "quarantine": quarantine}, manifest)
         report.path = str(path)
     return report
+
+
+def _reused_ids(valid: list[_Candidate], hash_of: dict[int, str], ctx: GateContext) -> dict[int, str]:
+    """Rows of ``valid`` whose id the domain already holds in an admitted row of another batch:
+    ``id(candidate) -> why``.
+
+    The id is the contract's stable key of an item: a reused id is a ``duplicate`` whatever its
+    content (the detail says whether the content differs), so the domain's ids stay unique
+    across batches and the format gate's unique-id expectation never sees a repeat.
+    """
+    held = lake_admitted_rows(ctx)
+    held = held.filter(pl.col("domain") == ctx.domain.name) if held.height else held
+    if held.is_empty():
+        return {}
+    wanted = {c.id for c in valid}
+    earlier = {r["id"]: r for r in held.filter(pl.col("id").is_in(list(wanted))).iter_rows(named=True)}
+    out = {}
+    for c in valid:
+        if c.id in earlier:
+            row = earlier[c.id]
+            same = row["content_hash"] == hash_of[id(c)]
+            out[id(c)] = (f"id {c.id!r} is already admitted in batch {row['batch']!r} "
+                         + ("with the same content" if same else
+                            "with different content (the id is the item's stable key: give a new item a new id)"))
+    return out
 
 
 def ingest_file(lake: Lake, domain: Domain, path: str | Path, **kwargs: Any) -> IngestReport:
@@ -224,10 +261,11 @@ def ingest_generated(lake: Lake, domain: Domain, *, train_n: int, seed: int = 0,
 
 
 def quarantine_listing(lake: Lake, domain: str) -> list[dict[str, Any]]:
-    """``assay quarantine`` rows: ``[{"id","line","source","reasons":[...]}, ...]``."""
+    """``assay quarantine`` rows: ``[{"id","line","source","reasons":[...]}, ...]`` plus the
+    ``batch`` and the ``detail`` (null when the codes say it all)."""
     frame = lake.read("ingest", "quarantine", where={"domain": domain})
     if frame.is_empty():
         return []
     frame = frame.sort(["ingested_at", "source", "line"])
     return [{"id": r["id"], "line": r["line"], "source": r["source"], "reasons": list(r["reasons"]),
-             "batch": r["batch"]} for r in frame.iter_rows(named=True)]
+             "batch": r["batch"], "detail": r.get("detail")} for r in frame.iter_rows(named=True)]

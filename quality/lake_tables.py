@@ -16,10 +16,12 @@ SAMPLES = {
     "metadata": pl.Utf8, "source": pl.Utf8, "line": pl.Int64, "batch": pl.Utf8,
     "content_hash": pl.Utf8, "ingested_at": pl.Utf8,
 }
+# ``detail``: why, in words, where a code alone does not say it (e.g. which earlier batch already
+# holds a reused id); null otherwise and in batches written before the column existed.
 QUARANTINE = {
     "domain": pl.Utf8, "split": pl.Utf8, "id": pl.Utf8, "source": pl.Utf8, "line": pl.Int64,
     "reasons": pl.List(pl.Utf8), "raw": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8,
-    "metadata": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8,
+    "metadata": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8, "detail": pl.Utf8,
 }
 
 # gate_results/domain=<d>/evaluation=<id>/part.parquet  -- one row per expectation of a gate run
@@ -31,24 +33,36 @@ GATE_RESULTS = {
     "mlflow_run_id": pl.Utf8,
 }
 
+# gate_batches/domain=<d>/evaluation=<id>/part.parquet  -- the ingest batches (name + ingested_at:
+# a batch replaced in place is a new version) one gate evaluation judged; see quality.gate_history
+GATE_BATCHES = {
+    "domain": pl.Utf8, "evaluation": pl.Utf8, "batch": pl.Utf8, "ingested_at": pl.Utf8,
+    "admitted": pl.Int64, "quarantined": pl.Int64, "evaluated_at": pl.Utf8,
+}
+
 # difficulty/domain=<d>/evaluation=<id>/part.parquet  -- per admitted train item
 DIFFICULTY = {
     "domain": pl.Utf8, "id": pl.Utf8, "difficulty": pl.Float64, "pass_rate": pl.Float64,
     "k": pl.Int64, "method": pl.Utf8, "in_band": pl.Boolean, "evaluated_at": pl.Utf8,
 }
 
-# train_set/domain=<d>/part.parquet  -- the admitted, in-band train rows of a domain whose gates
-# passed (written by the per-domain `domain_train_set` asset; what GRPO reads)
+# train_set/domain=<d>/part.parquet  -- the in-band train rows of a domain's accepted batches
+# (written by the per-domain `domain_train_set` asset; what GRPO reads). ``evaluation``: the gate
+# evaluation it was built after; training uses it only while that is still the domain's latest
+# evaluation and it passed (quality.gate_history.train_set_problem). ``difficulty``: from the
+# evaluation that accepted the row's batch.
 TRAIN_SET = {
     "domain": pl.Utf8, "id": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8, "metadata": pl.Utf8,
     "difficulty": pl.Float64, "evaluation": pl.Utf8, "gated_at": pl.Utf8,
 }
 
-# checkpoints/checkpoint=<id>/part.parquet  -- one row per saved policy checkpoint
+# checkpoints/checkpoint=<id>/part.parquet  -- one row per saved policy checkpoint;
+# data_fingerprint: the rows its run trained on (training.data; null for base models and rows
+# written before the column existed)
 CHECKPOINTS = {
     "checkpoint": pl.Utf8, "run_id": pl.Utf8, "step": pl.Int64, "path": pl.Utf8,
     "recipe": pl.Utf8, "base_model": pl.Utf8, "domains": pl.List(pl.Utf8),
-    "mlflow_model_id": pl.Utf8, "created_at": pl.Utf8,
+    "mlflow_model_id": pl.Utf8, "created_at": pl.Utf8, "data_fingerprint": pl.Utf8,
 }
 
 # training_history/run=<mlflow_run_id>/part.parquet  -- one row per (step, domain); domain "_all"

@@ -7,8 +7,10 @@
   at the cached model folder under ``$ASSAY_HOME/models/`` instead of copying it.
 - Lake: ``checkpoints/checkpoint=<id>/part.parquet`` (``quality.lake_tables.CHECKPOINTS``).
 - MLflow: a LoggedModel named ``<id>`` (source_run_id = the training run; tags
-  ``assay.checkpoint``, ``assay.path``) and a version of the registered model ``assay-policy``
-  tagged ``checkpoint=<id>``. The alias ``champion`` on ``assay-policy`` marks the champion; only
+  ``assay.checkpoint``, ``assay.path``, ``assay.data_fingerprint``) and a version of the
+  registered model ``assay-policy`` tagged ``checkpoint=<id>`` and ``data_fingerprint=<fp>``: the
+  fingerprint of the rows the run trained on (``training.data.rows_fingerprint``), also in the
+  lake row and ``assay_checkpoint.json``. The alias ``champion`` on ``assay-policy`` marks the champion; only
   the promotion step moves it.
 """
 
@@ -46,6 +48,7 @@ class CheckpointRecord:
     domains: list[str] = field(default_factory=list)
     mlflow_model_id: str | None = None
     created_at: str = ""
+    data_fingerprint: str | None = None  # the training rows' fingerprint (None: a base model)
 
 
 def checkpoint_id(run_name: str, step: int) -> str:
@@ -65,6 +68,8 @@ def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_ro
     client = tracker.client
     tags = {"assay.checkpoint": record.checkpoint, "assay.path": record.path,
             "assay.recipe": record.recipe, "assay.step": str(record.step)}
+    if record.data_fingerprint:
+        tags["assay.data_fingerprint"] = record.data_fingerprint
     model = client.create_logged_model(tracker.experiment_id(), name=record.checkpoint,
                                        source_run_id=record.run_id, tags=tags,
                                        params={"base_model": record.base_model,
@@ -82,7 +87,10 @@ def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_ro
     mlflow.set_tracking_uri(tracking_uri)
     try:
         client.create_model_version(REGISTERED_MODEL, source=Path(record.path).as_uri(), run_id=record.run_id,
-                                    tags={"checkpoint": record.checkpoint}, model_id=model.model_id)
+                                    tags={"checkpoint": record.checkpoint,
+                                          **({"data_fingerprint": record.data_fingerprint}
+                                             if record.data_fingerprint else {})},
+                                    model_id=model.model_id)
     finally:
         mlflow.set_tracking_uri(previous)  # None unsets it again
     return model.model_id
@@ -90,10 +98,12 @@ def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_ro
 
 def register_checkpoint(lake: Lake, tracking_uri: str, *, checkpoint: str, path: str | os.PathLike,
                         run_id: str | None, step: int, recipe: str, base_model: str,
-                        domains: list[str], artifact_root: str | None = None) -> CheckpointRecord:
+                        domains: list[str], artifact_root: str | None = None,
+                        data_fingerprint: str | None = None) -> CheckpointRecord:
     """Record a saved HF folder: metadata file, lake row, MLflow LoggedModel + model version."""
     record = CheckpointRecord(checkpoint=checkpoint, run_id=run_id, step=int(step), path=str(Path(path).resolve()),
-                              recipe=recipe, base_model=base_model, domains=list(domains), created_at=_now())
+                              recipe=recipe, base_model=base_model, domains=list(domains), created_at=_now(),
+                              data_fingerprint=data_fingerprint)
     folder = Path(record.path)
     if not (folder / "config.json").exists():
         raise CheckpointError(f"checkpoint folder {folder} has no config.json: save the model before registering it")
@@ -101,7 +111,7 @@ def register_checkpoint(lake: Lake, tracking_uri: str, *, checkpoint: str, path:
                                                  artifact_root or str(lake.mlflow_artifacts))
     if not checkpoint.startswith("base-"):  # base folders are the shared model cache: leave them clean
         meta = {k: v for k, v in asdict(record).items() if k in
-                ("checkpoint", "run_id", "step", "recipe", "base_model", "domains", "created_at")}
+                ("checkpoint", "run_id", "step", "recipe", "base_model", "domains", "created_at", "data_fingerprint")}
         (folder / METADATA_FILE).write_text(json.dumps(meta, indent=2))
     frame = lake_tables.conform(pl.DataFrame([asdict(record)], schema_overrides={"domains": pl.List(pl.Utf8)}),
                                 lake_tables.CHECKPOINTS)

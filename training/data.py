@@ -1,16 +1,29 @@
 """Training rows per domain: the gated ``train_set`` lake table, or (CLI only) the domain itself.
 
-The Dagster asset trains only on rows that passed the gates (``lake/train_set``), and refuses a
-domain that has none. The CLI may also generate a domain's train split directly with
-``Domain.generate("train", n, seed)`` when no train_set exists yet, and says so.
+One rule decides whether a domain's ``train_set`` may be trained on
+(:func:`quality.gate_history.train_set_problem`): the domain's **latest** gate evaluation passed
+and the train set was built after it. A domain whose latest gates failed therefore has no train
+set until a later evaluation passes: training refuses it with the failed gates named (for the CLI
+too: it does not fall back to generated rows for a domain the gates have judged), never the
+previous train set silently.
+
+The Dagster asset trains only on such train sets and refuses a domain without one. The CLI may
+generate a domain's train split directly with ``Domain.generate("train", n, seed)`` when the
+domain has no train set and no gate results yet, and says so.
+
+Rows are sorted by id, so the run (the mixture's shuffled order) depends on which rows there are,
+not on how the lake happened to store them. Each domain's rows get a fingerprint
+(:func:`rows_fingerprint`) that becomes part of the run's identity (``training.trainer``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
 from quality import lake_tables
+from quality.gate_history import train_set_problem
 from quality.lake import Lake
 
 TRAIN_SET_TABLE = "train_set"
@@ -20,31 +33,67 @@ class TrainingDataError(ValueError):
     """A domain without usable training rows."""
 
 
+def rows_fingerprint(rows: list[dict]) -> str:
+    """Order-independent fingerprint of training rows: their ids and exact content.
+
+    Per row a digest of (id, prompt, answer, metadata); the digests are sorted and hashed, so the
+    same rows in any order give the same value and any changed, added or removed row another.
+    About 1 s per million rows.
+    """
+    digests = sorted(
+        hashlib.blake2b(json.dumps([r["id"], r["prompt"], r["answer"], r.get("metadata") or {}], sort_keys=True,
+                                   ensure_ascii=False, default=str).encode(), digest_size=16).digest()
+        for r in rows)
+    return hashlib.sha256(b"".join(digests)).hexdigest()[:16]
+
+
+def combined_fingerprint(fingerprints: dict[str, str]) -> str:
+    """One fingerprint for several domains' rows (the domain names included)."""
+    text = "\n".join(f"{name}={fp}" for name, fp in sorted(fingerprints.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 @dataclass
 class TrainingData:
     rows: dict[str, list[dict]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # domain -> "train_set" | "generated"
+    fingerprints: dict[str, str] = field(default_factory=dict)  # domain -> rows_fingerprint
+    evaluations: dict[str, str] = field(default_factory=dict)  # domain -> gate evaluation of its train_set
 
     def describe(self) -> str:
         return ", ".join(f"{d}: {len(r)} rows from {self.sources[d]}" for d, r in self.rows.items())
 
+    def fingerprint(self) -> str:
+        return combined_fingerprint(self.fingerprints)
 
-def train_set_rows(lake: Lake, domain: str) -> list[dict]:
+    def manifest(self) -> dict[str, dict]:
+        """Per domain: rows, source, fingerprint (and the gate evaluation for a train_set)."""
+        out = {}
+        for name, rows in self.rows.items():
+            out[name] = {"rows": len(rows), "source": self.sources[name], "fingerprint": self.fingerprints[name]}
+            if name in self.evaluations:
+                out[name]["evaluation"] = self.evaluations[name]
+        return out
+
+
+def train_set_rows(lake: Lake, domain: str) -> tuple[list[dict], list[str]]:
+    """The domain's train_set rows (sorted by id) and the distinct gate evaluations they name."""
     frame = lake.read(TRAIN_SET_TABLE, where={"domain": domain})
     if frame.is_empty():
-        return []
-    frame = lake_tables.conform(frame, lake_tables.TRAIN_SET)
+        return [], []
+    frame = lake_tables.conform(frame, lake_tables.TRAIN_SET).sort("id")
     rows = []
     for row in frame.iter_rows(named=True):
         meta = row.get("metadata")
         rows.append({"id": row["id"], "prompt": row["prompt"], "answer": row["answer"],
                      "metadata": json.loads(meta) if meta else {}})
-    return rows
+    return rows, sorted(set(frame["evaluation"].drop_nulls().to_list()))
 
 
 def load_training_data(domains: list[str], lake: Lake, *, registry=None, allow_generate: bool,
                        generate_n: int = 256, seed: int = 0) -> TrainingData:
-    """Rows per domain (train_set first); ``allow_generate`` falls back to the domain's generator."""
+    """Rows per domain (a usable train_set first); ``allow_generate`` falls back to the domain's
+    generator for a domain the gates have never judged."""
     from domains import get_registry
 
     registry = registry or get_registry()
@@ -53,17 +102,22 @@ def load_training_data(domains: list[str], lake: Lake, *, registry=None, allow_g
     data = TrainingData()
     for name in domains:
         domain = registry.get(name)  # UnknownDomainError names the known ones
-        rows = train_set_rows(lake, name)
+        rows, evaluations = train_set_rows(lake, name)
+        problem = train_set_problem(lake, name, evaluations)
+        if problem:
+            raise TrainingDataError(problem)
         if rows:
             data.rows[name], data.sources[name] = rows, TRAIN_SET_TABLE
-            continue
-        if not allow_generate:
+            data.evaluations[name] = evaluations[0]
+        elif not allow_generate:
             raise TrainingDataError(
                 f"domain {name!r} has no train_set in the lake: materialize domain_samples, "
                 f"gated_samples and domain_train_set for partition {name!r} first (its gates must pass)"
             )
-        generated = domain.generate("train", generate_n, seed)
-        if not generated:
-            raise TrainingDataError(f"domain {name!r} generated no train samples")
-        data.rows[name], data.sources[name] = generated, "generated"
+        else:
+            generated = domain.generate("train", generate_n, seed)
+            if not generated:
+                raise TrainingDataError(f"domain {name!r} generated no train samples")
+            data.rows[name], data.sources[name] = generated, "generated"
+        data.fingerprints[name] = rows_fingerprint(data.rows[name])
     return data

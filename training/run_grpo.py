@@ -56,8 +56,14 @@ def main(argv: list[str] | None = None) -> int:
                  "seed": args.seed, "run_name": args.run_name}
     data.update({k: v for k, v in overrides.items() if v is not None})
     config = parse_config(data, str(path))
-    result = train(config, open_lake(), allow_generate=not args.require_train_set, progress=False,
-                   log=lambda m: print(m, file=sys.stderr, flush=True))
+    from training.data import TrainingDataError
+
+    try:
+        result = train(config, open_lake(), allow_generate=not args.require_train_set, progress=False,
+                       log=lambda m: print(m, file=sys.stderr, flush=True))
+    except TrainingDataError as exc:  # one line a caller can show as is (the Dagster asset does)
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
     import torch.distributed as dist
 
     if not dist.is_initialized() or dist.get_rank() == 0:
@@ -65,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         payload.update({"run_name": result.run_name, "steps": result.steps_done, "world_size":
                         dist.get_world_size() if dist.is_initialized() else 1,
                         "resumed_from": result.resumed_from, "data_sources": result.data_sources,
+                        "data_fingerprint": result.data_fingerprint, "data": result.data,
                         "checkpoint_path": result.checkpoint_path, "seconds": round(result.seconds, 1)})
         print(json.dumps(payload))
         if args.output:

@@ -20,9 +20,19 @@ One step (per process):
 Micro-batch losses are normalised by the whole step's sequence/token counts (all processes), so
 gradient accumulation and data parallelism reproduce the full-batch loss exactly.
 
+Run identity: a run is its config and the rows it trains on. The default run name is
+``<recipe>-<config fingerprint>-<data fingerprint>`` (:func:`run_name_for`; the data fingerprint
+covers the ids and exact content of every domain's loaded train rows, order-independent:
+:func:`training.data.rows_fingerprint`). So after new gated data arrives the same recipe trains a
+new run, and the same config on the same rows resumes (or returns) the earlier one. An explicit
+``run_name`` whose state was made with other rows (or another config) is refused. The data
+fingerprint is kept in the run state, logged to MLflow (tag ``assay.data_fingerprint``, params
+``data.<domain>.*``) and stamped on every checkpoint (lake row, LoggedModel and model version tags).
+
 Run state lives in ``$ASSAY_HOME/runs/<run name>/``: ``state.json`` (MLflow run id, finished steps,
-history, checkpoints) and the DeepSpeed checkpoint of the last save (model, optimizer, scheduler).
-Starting the same run again resumes after the last saved step; a finished run returns its result.
+history, checkpoints, data fingerprints) and the DeepSpeed checkpoint of the last save (model,
+optimizer, scheduler). Starting the same run again resumes after the last saved step; a finished
+run returns its result.
 """
 
 from __future__ import annotations
@@ -58,6 +68,8 @@ class TrainResult:
     resumed_from: int
     data_sources: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    data_fingerprint: str = ""
+    data: dict[str, dict] = field(default_factory=dict)  # domain -> rows, source, fingerprint(, evaluation)
 
     def summary(self) -> dict:
         return {"checkpoint": self.checkpoint, "mlflow_run_id": self.mlflow_run_id,
@@ -66,6 +78,11 @@ class TrainResult:
 
 
 # -- small pure helpers ----------------------------------------------------------------------------
+
+
+def run_name_for(config: GRPOConfig, data_fingerprint: str) -> str:
+    """The run's name: the explicit ``run_name``, else recipe + config and data fingerprints."""
+    return config.run_name or f"{config.resolved_run_name()}-{data_fingerprint[:8]}"
 
 
 def _now() -> str:
@@ -175,8 +192,13 @@ class GRPOTrainer:
         self.log = log
         self.stop_after = stop_after  # for tests: end the process-local loop early, as a kill would
         self.time_budget_s = time_budget_s  # stop (with a checkpoint) after the step that crosses it
-        self.run_name = config.resolved_run_name()
-        self.run_dir = lake.home / "runs" / self.run_name
+        self.run_name = self.run_dir = self.ds_dir = None  # known once the rows are loaded (train)
+        self.data_fingerprint = ""
+
+    def _bind_run(self, data_fingerprint: str) -> None:
+        self.data_fingerprint = data_fingerprint
+        self.run_name = run_name_for(self.config, data_fingerprint)
+        self.run_dir = self.lake.home / "runs" / self.run_name
         self.ds_dir = self.run_dir / "deepspeed"
 
     # -- run state -------------------------------------------------------------------------------
@@ -188,12 +210,19 @@ class GRPOTrainer:
         path = self._state_path()
         if not path.exists():
             return {"run_id": None, "step": 0, "history": [], "checkpoints": [],
-                    "fingerprint": self.config.fingerprint()}
+                    "fingerprint": self.config.fingerprint(), "data_fingerprint": self.data_fingerprint}
         state = json.loads(path.read_text())
         if state.get("fingerprint") != self.config.fingerprint():
             raise ValueError(
                 f"run {self.run_name!r} exists with a different config (in {self.run_dir}): choose "
                 "another run_name or delete that folder to start over"
+            )
+        known = state.setdefault("data_fingerprint", self.data_fingerprint)  # runs from before it was kept
+        if known != self.data_fingerprint:
+            raise ValueError(
+                f"run {self.run_name!r} exists and trained on other rows (data fingerprint {known}, now "
+                f"{self.data_fingerprint}; in {self.run_dir}): choose another run_name (or leave it unset: "
+                "the default name follows the data) or delete that folder to start over"
             )
         return state
 
@@ -217,9 +246,15 @@ class GRPOTrainer:
 
         cfg = self.config
         started = time.perf_counter()
+        registry = self.registry or get_registry()
+        # The rows decide the run's identity, so they are loaded (and refused) before anything else.
+        data = load_training_data(cfg.domains, self.lake, registry=registry, allow_generate=self.allow_generate,
+                                  generate_n=cfg.train_samples_per_domain, seed=cfg.seed)
+        self._bind_run(data.fingerprint())
         state = self.load_state()
         if state["step"] >= cfg.max_steps and state["checkpoints"]:
-            self.log(f"run {self.run_name} already finished {state['step']} steps: nothing to do")
+            self.log(f"run {self.run_name} already finished {state['step']} steps on these rows "
+                     f"(data {self.data_fingerprint}): nothing to do")
             return self._result(state, resumed_from=state["step"], sources=state.get("sources", {}),
                                 seconds=0.0)
         # Build/convert the base model before the process group exists: transformers writes model
@@ -227,13 +262,18 @@ class GRPOTrainer:
         policy_path(cfg.policy, self.lake.home)
         rank, world = setup_distributed()
         self.rank, self.world = rank, world
-        registry = self.registry or get_registry()
-        data = load_training_data(cfg.domains, self.lake, registry=registry, allow_generate=self.allow_generate,
-                                  generate_n=cfg.train_samples_per_domain, seed=cfg.seed)
-        for name, source in data.sources.items():
-            if source == "generated" and rank == 0:
-                self.log(f"domain {name}: no train_set in the lake; generated {len(data.rows[name])} "
+        if self._broadcast(self.data_fingerprint) != self.data_fingerprint:
+            raise RuntimeError(f"the train rows changed while the ranks loaded them (run {self.run_name}): "
+                               "start the run again")
+        for name, info in data.manifest().items():
+            if rank != 0:
+                continue
+            if info["source"] == "generated":
+                self.log(f"domain {name}: no train_set in the lake; generated {info['rows']} "
                          f"train samples directly from the domain (seed {cfg.seed})")
+            else:
+                self.log(f"domain {name}: {info['rows']} train rows from train_set (gate evaluation "
+                         f"{info.get('evaluation')}), fingerprint {info['fingerprint']}")
         mixture = DomainMixture(data.rows, cfg.mixture, cfg.seed)
         composer = RewardComposer(cfg, {d: registry.get(d) for d in cfg.domains})
 
@@ -271,12 +311,16 @@ class GRPOTrainer:
             from training.tracking import Tracker
 
             tracker = Tracker(self.tracking_uri, self.artifact_root)
-            run_id = tracker.start(self.run_name, cfg.flat_params(),
+            params = cfg.flat_params() | {"run_name": self.run_name, "data_fingerprint": self.data_fingerprint}
+            for name, info in data.manifest().items():
+                params.update({f"data.{name}.{key}": str(value) for key, value in info.items()})
+            run_id = tracker.start(self.run_name, params,
                                    tags={"assay.recipe": cfg.recipe, "assay.domains": ",".join(cfg.domains),
-                                         "assay.policy": cfg.policy},
+                                         "assay.policy": cfg.policy, "assay.data_fingerprint": self.data_fingerprint},
                                    resume_run_id=state.get("run_id"))
             state["run_id"] = run_id
             state["sources"] = data.sources
+            state["data"] = data.manifest()
         state["run_id"] = self._broadcast(state.get("run_id"))
         self._run_id = state["run_id"]
 
@@ -600,7 +644,8 @@ class GRPOTrainer:
             record = register_checkpoint(self.lake, self.tracking_uri, checkpoint=ckpt, path=folder,
                                          run_id=state["run_id"], step=step, recipe=cfg.recipe,
                                          base_model=cfg.policy, domains=list(cfg.domains),
-                                         artifact_root=self.artifact_root)
+                                         artifact_root=self.artifact_root,
+                                         data_fingerprint=self.data_fingerprint)
             state["checkpoints"].append({"checkpoint": ckpt, "path": str(folder),
                                          "mlflow_model_id": record.mlflow_model_id, "step": step})
             self._save_state(state)
@@ -626,7 +671,8 @@ class GRPOTrainer:
         return TrainResult(run_name=self.run_name, mlflow_run_id=state.get("run_id") or "",
                            checkpoint=last["checkpoint"], checkpoint_path=last["path"], history=history,
                            steps_done=int(state["step"]), resumed_from=resumed_from, data_sources=dict(sources),
-                           seconds=seconds)
+                           seconds=seconds, data_fingerprint=state.get("data_fingerprint") or self.data_fingerprint,
+                           data=dict(state.get("data", {})))
 
 
 def train(config: GRPOConfig, lake: Lake, tracking_uri: str | None = None, **options) -> TrainResult:

@@ -85,12 +85,14 @@ def run_quarantine(args: argparse.Namespace) -> int:
     from quality.ingest import quarantine_listing
 
     domain, _ = _domain(args.domain)
-    rows = [{k: r[k] for k in ("id", "line", "source", "reasons")}
-            for r in quarantine_listing(open_lake(), domain.name)]
+    listing = quarantine_listing(open_lake(), domain.name)
+    rows = [{k: r[k] for k in ("id", "line", "source", "reasons")} for r in listing]
+    details = [f"  ({r['detail']})" if r.get("detail") else "" for r in listing]
 
     def human(rows):
         shown = rows[: args.limit] if args.limit else rows
-        lines = [f"{r['source']}:{r['line']}  {r['id']}  {','.join(r['reasons'])}" for r in shown]
+        lines = [f"{r['source']}:{r['line']}  {r['id']}  {','.join(r['reasons'])}{detail}"
+                 for r, detail in zip(shown, details)]
         return "\n".join(lines + [f"{len(rows)} quarantined rows in {domain.name}"])
 
     emit(args, rows, human)

@@ -1,8 +1,10 @@
 """``assay train``: GRPO on DeepSpeed for a recipe, over one or more domains.
 
-Rows come from the lake's ``train_set`` (gated rows) when a domain has one; otherwise the CLI
-generates the domain's train split directly and says so. Rerunning the same command resumes the
-run from its last checkpoint (a finished run returns its result at once).
+Rows come from the lake's ``train_set`` (gated rows) when a domain has one; a domain whose latest
+gates failed is refused, naming the gates; a domain the gates never judged gets its train split
+generated directly, and the CLI says so. Rerunning the same command on the same rows resumes the
+run from its last checkpoint (a finished run returns its result at once); after new gated rows
+arrive the default run name changes with them, so the same command trains a new run.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def register(subparsers) -> None:
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's max_steps)")
     parser.add_argument("--seed", type=int, default=None, help="seed (default: the recipe's)")
     parser.add_argument("--run-name", default=None,
-                        help="run name (default: recipe + config hash, so the same command resumes)")
+                        help="run name (default: recipe + config hash + data hash, so the same command on "
+                             "the same rows resumes, and new rows start a new run)")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="stop after the step that crosses this wall time, with a checkpoint; rerun to continue")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -77,6 +80,7 @@ def run_train(args: argparse.Namespace) -> int:
     payload = result.summary()
     payload.update({"run_name": result.run_name, "steps": result.steps_done, "resumed_from": result.resumed_from,
                     "checkpoint_path": result.checkpoint_path, "data_sources": result.data_sources,
+                    "data_fingerprint": result.data_fingerprint,
                     "notes": notes, "seconds": round(result.seconds, 1)})
 
     def human(p: dict) -> str:

@@ -110,3 +110,118 @@ def test_evaluate_batch_gates_quarantines_out_of_band_and_stores_results(assay_h
     assert quantile and quantile[0].success
     # re-evaluating replaces the out-of-band quarantine batch instead of piling up copies
     assert len([r for r in quarantine_listing(lake, domain.name) if "difficulty_out_of_band" in r["reasons"]]) == 8
+
+
+def _rows(prefix: str, start: int, n: int, answer=lambda a, b: str(a + b)) -> list[dict]:
+    return [{"id": f"{prefix}-{i}", "prompt": f"What is {a} plus {a + 7}?", "answer": answer(a, a + 7)}
+            for i, a in enumerate(range(start, start + n))]
+
+
+def _ingest(lake, domain, tmp_path, name: str, rows: list[dict]):
+    import json
+
+    from quality.ingest import ingest_file
+
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return ingest_file(lake, domain, path)
+
+
+@pytest.mark.slow
+def test_batch_gates_judge_the_incoming_batch_not_the_domains_history(assay_home, tmp_path):
+    from quality.batch_gates import evaluate_batch_gates, train_set_rows
+    from quality.lake import Lake
+
+    lake = Lake.at(assay_home)
+    domain = _domain("hist_dom", answer_pattern=r"\d+")
+
+    good = _ingest(lake, domain, tmp_path, "good", _rows("g", 100, 30))
+    assert good.admitted == 30
+    first = evaluate_batch_gates(lake, domain)
+    assert all(first.severity(g) is None for g in ("format", "safety", "difficulty")), first.outcomes
+
+    # A bad incoming batch: 4 of its 10 rows carry PII (quarantined). Its own flagged share is 0.4,
+    # over the 0.2 limit; diluted by the clean history (4 of 40 rows) it would pass.
+    pii = [{"id": f"p-{i}", "prompt": f"Email me at jane.doe{i}@example.com: what is {i} plus 2?", "answer": str(i + 2)}
+           for i in range(4)]
+    bad = _ingest(lake, domain, tmp_path, "pii", _rows("c", 500, 6) + pii)
+    assert (bad.admitted, bad.reasons) == (6, {"pii": 4})
+    second = evaluate_batch_gates(lake, domain)
+    assert second.severity("safety") == "ERROR", "the incoming batch's own flagged share decides"
+    assert second.stats["admitted"] == 6 and second.stats["quarantined"] == 4
+    assert first.stats["incoming_batches"] == [good.batch] and second.stats["incoming_batches"] == [bad.batch]
+    assert second.stats["history"]["accepted_batches"] == [good.batch], "history is reported beside the verdict"
+
+    # Another bad batch (answers that are not numbers), then a good one: the good one passes
+    # although the domain holds bad rows from earlier batches.
+    words = _ingest(lake, domain, tmp_path, "words", _rows("w", 700, 10, answer=lambda a, b: f"number {a + b}"))
+    third = evaluate_batch_gates(lake, domain)
+    assert third.severity("format") == "ERROR"
+    assert third.stats["history"]["rejected_batches"] == [bad.batch]
+    fixed = _ingest(lake, domain, tmp_path, "fixed", _rows("f", 900, 10))
+    fourth = evaluate_batch_gates(lake, domain)
+    assert all(fourth.severity(g) is None for g in ("format", "safety")), \
+        [o for o in fourth.outcomes["format"] + fourth.outcomes["safety"] if not o.success]
+    assert fourth.stats["incoming_batches"] == [fixed.batch] and fourth.stats["admitted"] == 10
+    assert fourth.severity("difficulty") in (None, "WARN")
+    assert sorted(fourth.stats["history"]["rejected_batches"]) == sorted([bad.batch, words.batch])
+    drift = fourth.stats["drift"]
+    assert drift["last_accepted_evaluation"] == first.evaluation and len(drift["incoming"]) == len(drift["quantiles"])
+
+    from quality.gate_history import batch_status
+
+    status = {r["batch"]: r["status"] for r in batch_status(lake, domain.name).iter_rows(named=True)}
+    assert status == {good.batch: "accepted", bad.batch: "rejected", words.batch: "rejected", fixed.batch: "accepted"}
+    rows = train_set_rows(lake, domain.name, fourth.evaluation, "now")
+    assert set(r.split("-")[0] for r in rows["id"].to_list()) == {"g", "f"}, "rejected batches never train"
+    assert rows.height == 40 and set(rows["evaluation"]) == {fourth.evaluation}
+
+
+@pytest.mark.slow
+def test_a_reused_id_is_a_duplicate_at_ingest_and_the_format_gate_passes(assay_home, tmp_path):
+    from quality.batch_gates import evaluate_batch_gates
+    from quality.lake import Lake
+
+    lake = Lake.at(assay_home)
+    domain = _domain("ids_dom", answer_pattern=r"\d+")
+    _ingest(lake, domain, tmp_path, "first", _rows("u", 100, 20))
+    assert evaluate_batch_gates(lake, domain).severity("format") is None
+    # ids u-0 .. u-4 again, with new content: the id is the stable key, so they are duplicates
+    second = _ingest(lake, domain, tmp_path, "second", _rows("u", 300, 5) + _rows("v", 400, 5))
+    assert (second.admitted, second.quarantined, second.reasons) == (5, 5, {"duplicate": 5})
+    result = evaluate_batch_gates(lake, domain)
+    unique = [o for o in result.outcomes["format"] if o.expectation == "expect_column_values_to_be_unique(id)"]
+    assert unique and unique[0].success and result.severity("format") is None
+    assert lake.read("ingest", "samples")["id"].n_unique() == 25
+
+    # the very same file once more: all duplicates; the gates judge an empty batch and pass
+    again = _ingest(lake, domain, tmp_path, "second", _rows("u", 300, 5) + _rows("v", 400, 5))
+    assert (again.admitted, again.reasons) == (0, {"duplicate": 10})
+    third = evaluate_batch_gates(lake, domain)
+    assert third.stats["incoming_batches"] == [again.batch] and third.stats["admitted"] == 0
+    assert all(third.severity(g) in (None, "WARN") for g in ("format", "safety", "difficulty")), third.outcomes
+
+
+def test_a_rejected_batch_does_not_block_its_corrected_copy(assay_home, tmp_path):
+    """Rows of a batch the gates rejected are not 'already held': the fixed file is admitted."""
+    import polars as pl
+
+    from quality import lake_tables
+    from quality.gate_history import record_judged, versions_of
+    from quality.lake import Lake
+
+    lake = Lake.at(assay_home)
+    domain = _domain("fix_dom", answer_pattern=r"\d+")
+    bad = _ingest(lake, domain, tmp_path, "bad", _rows("x", 100, 5, answer=lambda a, b: f"number {a + b}"))
+    # the gates' record of a failed evaluation of that batch (what evaluate_batch_gates stores)
+    samples = lake.read("ingest", "samples")
+    record_judged(lake, domain.name, "e1", "2026-01-01T00:00:00.000001+00:00",
+                  versions_of(samples, lake_tables.empty(lake_tables.QUARANTINE)))
+    lake.write_batch("gate_results", {"domain": domain.name, "evaluation": "e1"}, {"part": pl.DataFrame([{
+        "domain": domain.name, "evaluation": "e1", "gate": "format", "expectation": "expect_column_values_to_match_regex(answer)",
+        "severity": "critical", "success": False, "observed": "{}", "threshold": "{}", "rows_checked": 5,
+        "rows_failed": 5, "evaluated_at": "2026-01-01T00:00:00.000001+00:00", "mlflow_run_id": None}],
+        schema=lake_tables.GATE_RESULTS)})
+    fixed = _ingest(lake, domain, tmp_path, "fixed", _rows("x", 100, 5))
+    assert (fixed.admitted, fixed.reasons) == (5, {}), "the corrected copy (same ids) is admitted"
+    assert bad.batch != fixed.batch

@@ -111,3 +111,41 @@ def test_generated_batches_are_idempotent(assay_home):
     samples = lake.read("ingest", "samples")
     assert samples.group_by("split").len().sort("split").to_dicts() == [
         {"split": "eval", "len": DOMAIN.eval_size}, {"split": "train", "len": 20}]
+
+
+def test_an_explicit_id_reused_across_batches_is_quarantined_as_duplicate(assay_home, tmp_path):
+    lake = Lake.at()
+    first = write_jsonl(tmp_path / "first.jsonl", [
+        json.dumps({"id": f"u{i}", "prompt": f"What is {i} plus 1?", "answer": str(i + 1)}) for i in range(3)])
+    assert ingest_file(lake, DOMAIN, first).admitted == 3
+    second = write_jsonl(tmp_path / "second.jsonl", [
+        json.dumps({"id": "u0", "prompt": "What is 40 plus 2?", "answer": "42"}),  # reused id, new content
+        json.dumps({"id": "u1", "prompt": "What is 1 plus 1?", "answer": "2"}),    # reused id, same content
+        json.dumps({"id": "u9", "prompt": "What is 9 plus 1?", "answer": "10"}),   # a new item
+    ])
+    report = ingest_file(lake, DOMAIN, second)
+    assert (report.received, report.admitted, report.quarantined) == (3, 1, 2)
+    assert report.reasons == {"duplicate": 2}
+    samples = lake.read("ingest", "samples")
+    assert samples.height == 4 and samples["id"].n_unique() == 4, "a domain's ids stay unique across batches"
+    mine = {r["id"]: r for r in quarantine_listing(lake, "toy") if r["source"].endswith("second.jsonl")}
+    assert mine["u0"]["reasons"] == ["duplicate"] and "different content" in mine["u0"]["detail"]
+    assert mine["u1"]["reasons"] == ["duplicate"] and "same content" in mine["u1"]["detail"]
+    first_batch = samples.filter(pl.col("id") == "u0")["batch"][0]
+    assert first_batch in mine["u0"]["detail"], "the detail names the batch that holds the id"
+    kept = lake.read("ingest", "quarantine").filter(pl.col("id") == "u0")
+    assert kept["prompt"].to_list() == ["What is 40 plus 2?"], "the quarantined row keeps its own content"
+
+    # the very same file again: every row is a duplicate, nothing is admitted, nothing is lost
+    again = ingest_file(lake, DOMAIN, second)
+    assert (again.received, again.admitted, again.quarantined, again.reasons) == (3, 0, 3, {"duplicate": 3})
+    assert lake.read("ingest", "samples").height == 4
+
+
+def test_the_same_id_in_another_domain_is_not_a_duplicate(assay_home, tmp_path):
+    other = Domain(name="toy_other", owner="o", description="d", samples=DOMAIN.samples, score=DOMAIN.score)
+    lake = Lake.at()
+    src = write_jsonl(tmp_path / "a.jsonl", [json.dumps({"id": "shared-1", "prompt": "What is 5 plus 5?", "answer": "10"})])
+    assert ingest_file(lake, DOMAIN, src).admitted == 1
+    src = write_jsonl(tmp_path / "b.jsonl", [json.dumps({"id": "shared-1", "prompt": "Spell cat backwards.", "answer": "tac"})])
+    assert ingest_file(lake, other, src).admitted == 1, "ids are unique per domain, not across domains"

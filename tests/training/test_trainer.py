@@ -287,3 +287,24 @@ def test_step_loss_and_gradient_match_trl_formula_in_float64(tiny_home, loss_typ
     # the other choice gives another loss: the test can tell them apart
     other_loss, _ = reference(whole if skip else kept)
     assert abs(other_loss - expected_loss) > 1e-3 * abs(expected_loss) + 1e-6
+
+
+def test_an_explicit_run_name_on_other_rows_is_refused_and_the_default_name_follows_the_rows(tiny_home, toy_registry):
+    from tests.training.test_data import write_gate_result, write_train_set
+
+    first = _train(load_recipe("tiny", domains=["toy_digits"], max_steps=1, run_name="pinned"), toy_registry)
+    assert first.data_sources == {"toy_digits": "generated"}
+
+    lake = open_lake()  # gated rows arrive for the domain
+    write_gate_result(lake, "toy_digits", "e1", "2026-01-01T00:00:01.000000+00:00")
+    write_train_set(lake, "toy_digits", "e1", [(f"t{i}", f"Write digits {i}:", "0") for i in range(6)])
+    with pytest.raises(ValueError, match="trained on other rows"):
+        _train(load_recipe("tiny", domains=["toy_digits"], max_steps=1, run_name="pinned"), toy_registry)
+    state = json.loads((open_lake().home / "runs" / "pinned" / "state.json").read_text())
+    assert state["data_fingerprint"] == first.data_fingerprint and len(first.data_fingerprint) == 16
+
+    unnamed = load_recipe("tiny", domains=["toy_digits"], max_steps=1)
+    result = _train(unnamed, toy_registry)
+    assert result.run_name == f"{unnamed.resolved_run_name()}-{result.data_fingerprint[:8]}"
+    assert result.data_fingerprint != first.data_fingerprint and result.data["toy_digits"]["rows"] == 6
+    assert _train(unnamed, toy_registry).checkpoint == result.checkpoint  # same rows: the same, finished run
