@@ -181,3 +181,26 @@ def test_sweep_checkpoint_logs_mlflow_and_promotion_moves_the_alias(tiny_home, m
     promotions = lake.read("promotions").sort("created_at")
     assert promotions["candidate"].to_list() == ["base-tiny", "copy-step000001"]
     assert promotions["previous_champion"].to_list() == [None, "base-tiny"]
+
+
+def test_sweep_records_its_generation_config_readably_and_keys_it_on_the_prompt_format(
+        assay_home, tiny_engine_factory, tiny_source):
+    import json
+
+    from training.generation import prompt_format_of_folder
+
+    lake = Lake.at(assay_home)
+    domain = _domain("eps", n_items=3)
+    result = run_sweep(lake, "base-tiny", [domain], tiny_engine_factory, SweepConfig(**CFG), prompt_format=FMT)
+    rows = lake.read("results", where={"checkpoint": "base-tiny", "domain": "eps"})
+    summary = lake.read("sweep_summary", where={"checkpoint": "base-tiny", "domain": "eps"}).row(0, named=True)
+    assert rows["gen_params"].n_unique() == 1 and rows["gen_params"][0] == summary["gen_params"]
+    assert json.loads(summary["gen_params"]) == {"max_new_tokens": 8, "temperature": 0.7, "top_p": 0.95, "top_k": 0,
+                                                 "stop": [], "prompt_format": FMT}
+    assert summary["gen_config"] == result.domains[0].summary["gen_config"] == rows["gen_config"][0]
+    # the model folder's tokenizer files name the template the engine applies, without a model load
+    assert prompt_format_of_folder(tiny_source) == FMT and FMT.startswith("chat:")
+    # another prompt format is another config: nothing is reused, and a key that does not match
+    # what the engine really does is refused rather than cached under the wrong name
+    with pytest.raises(SweepError, match="formats prompts as 'chat:"):
+        run_sweep(lake, "base-tiny", [domain], tiny_engine_factory, SweepConfig(**CFG), prompt_format="raw")
