@@ -1,17 +1,22 @@
 """Regression stage: the candidate checkpoint against the champion (and an optional fixed anchor),
 the blocking check ``no_domain_regression``, and the promotion of the champion alias.
 
+Both assets apply one promotion policy (:mod:`quality.promotion_policy`): the file named by the
+config's ``policy_path``, else ``$ASSAY_HOME/promotion.yaml``, else the shipped default. It names
+the protected domains, the margins, alpha and q, and what blocks. Both show it in their metadata.
+
 - ``regression_report`` (per checkpoint): :func:`quality.promotion.compare_checkpoints` against the
   MLflow alias ``champion`` and, when configured, a fixed anchor checkpoint (catches slow drift
-  that many small non-significant steps add up to). Rows go to lake table ``regression``.
-  Its check ``no_domain_regression`` is ERROR (blocking ``champion_promotion``) when a protected
-  domain regressed beyond its margin (Holm-corrected, see :mod:`quality.regression`) or has no
-  paired results; WARN when only Benjamini-Hochberg warnings exist. A refusal is recorded in lake
-  table ``promotions`` here, since the blocked promotion asset does not run.
+  that many small non-significant steps add up to), each domain on a generation config both
+  sides were swept with. Rows go to lake table ``regression``. Its check ``no_domain_regression``
+  is ERROR (blocking ``champion_promotion``) when the policy blocks: a protected domain regressed
+  beyond its margin (Holm), or any domain dropped (BH) under ``block_on: any``; a domain that could
+  block is underpowered; a domain is not comparable (different generation configs); a protected
+  domain has no paired results. WARN when only non-blocking BH warnings exist. A refusal is
+  recorded in lake table ``promotions`` here, since the blocked promotion asset does not run.
 - ``champion_promotion`` (per checkpoint): :func:`quality.promotion.decide_promotion` and
-  :func:`quality.promotion.apply_promotion` move the alias and record why.
-
-Protected domains: those marked ``protected=True`` in the registry, plus ``protected`` in config.
+  :func:`quality.promotion.apply_promotion` move the alias (compare-and-set: only if the champion
+  it compared with is still the champion) and record why.
 """
 
 import dagster as dg
@@ -22,48 +27,65 @@ from pipelines.resources import LakeResource, MlflowResource
 
 
 class RegressionConfig(dg.Config):
+    """Settings of the regression report and the promotion (one class: both must agree)."""
+
     anchor: str = ""
     """A fixed anchor checkpoint id also compared against ("" = none)."""
-    protected: list[str] = []
-    """Extra protected domains (regressions there are errors), beyond those the registry marks."""
-    margin: float = 0.01
-    """Non-inferiority margin in score units (0.01 = one point) for every domain."""
-    margins: dict[str, float] = {}
-    """Per-domain margins overriding ``margin``."""
-    alpha: float = 0.05
-    """One-sided level per test and the Holm family-wise level for protected domains."""
-    q: float = 0.05
-    """Benjamini-Hochberg false discovery rate across domains (warnings)."""
+    policy_path: str = ""
+    """The promotion policy file ("" = $ASSAY_HOME/promotion.yaml, else the shipped default)."""
 
 
-class PromotionConfig(RegressionConfig):
-    """The same settings as ``regression_report``'s: the promotion re-derives the same verdicts
-    (a regression against the champion or the anchor refuses)."""
+PromotionConfig = RegressionConfig  # the promotion re-derives the same verdicts under the same policy
 
 
-def _reports(lake, tracking_uri: str, candidate: str, cfg) -> tuple[str | None, dict]:
-    from quality.promotion import compare_checkpoints, current_champion, protected_domains
+def _policy(lake, cfg):
+    from quality.promotion_policy import load_policy
+
+    active = load_policy(lake.home, cfg.policy_path or None)
+    active.policy.check_domains(get_registry().names, active.source)
+    return active
+
+
+def _compare(lake, tracking_uri: str, candidate: str, cfg, active) -> tuple[str | None, dict]:
+    """(the champion now, {"champion": report, "anchor": report}) under the active policy. The
+    rows are (re)written to lake table ``regression`` (one partition per pair, replaced)."""
+    from quality.promotion import compare_with_policy, current_champion, protected_domains
 
     champion = current_champion(tracking_uri)
-    protected = protected_domains(get_registry()) | set(cfg.protected)
-    margin = {**{d.name: cfg.margin for d in get_registry()}, **cfg.margins}
+    registry_protected = protected_domains(get_registry())
     reports = {}
     for role, baseline in (("champion", champion), ("anchor", cfg.anchor or None)):
         if baseline and baseline != candidate:
-            reports[role] = compare_checkpoints(lake, candidate, baseline, protected=protected, margin=margin,
-                                                alpha=cfg.alpha, q_level=cfg.q)
+            reports[role] = compare_with_policy(lake, candidate, baseline, active.policy, registry_protected)
     return champion, reports
+
+
+def _num(value, fmt: str, scale: float = 1.0) -> str:
+    return format(scale * value, fmt) if value is not None and value == value else "n/a"
 
 
 def _table(report) -> str:
     head = ("| domain | n | K | delta (pts) | 95% CI | p | q | MDE (pts) | lost/gained | verdict |\n"
             "|---|---|---|---|---|---|---|---|---|---|\n")
-    order = {"regression": 0, "warn": 1, "ok": 2}
+    order = {"regression": 0, "warn": 1, "underpowered": 2, "ok": 3}
     rows = sorted(report.domains, key=lambda d: (order[d.verdict], d.p))
-    return head + "\n".join(
+    lines = [f"| {nc['domain']}{' (protected)' if nc['protected'] else ''} | | | | | | | | | "
+             f"NOT COMPARABLE: {nc['difference']} |" for nc in report.not_comparable]
+    lines += [
         f"| {d.domain}{' (protected)' if d.protected else ''} | {d.n} | {d.k} | {100 * d.delta:+.1f} | "
-        f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}] | {d.p:.2g} | {d.q:.2g} | {100 * d.mde:.1f} | "
-        f"{d.items_lost}/{d.items_gained} | {d.verdict.upper()} |" for d in rows)
+        f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}] | {d.p:.2g} | {d.q:.2g} | "
+        f"{'inf' if d.underpowered else _num(d.mde, '.1f', 100)} | {d.items_lost}/{d.items_gained} | "
+        f"{d.verdict.upper()}{f' (smallest attainable p {d.p_min:.2g})' if d.underpowered else ''} |" for d in rows]
+    return head + "\n".join(lines)
+
+
+def _policy_md(active) -> str:
+    """The active policy for a person, the protected set resolved against the registry."""
+    from quality.promotion import protected_domains
+
+    registry = get_registry()
+    protected = active.policy.protected_domains(protected_domains(registry), registry.names)
+    return "\n".join(f"- {line}" for line in active.describe(protected))
 
 
 @dg.asset(
@@ -72,41 +94,52 @@ def _table(report) -> str:
     deps=["checkpoint_sweep"],
     kinds={"polars", "mlflow"},
     check_specs=[dg.AssetCheckSpec("no_domain_regression", asset="regression_report", blocking=True,
-                                   description="ERROR when a protected domain regressed beyond its margin "
-                                               "(Holm) or lacks paired results; WARN on BH warnings.")],
-    description="Paired per-domain regression report of this checkpoint vs the champion (and an anchor).",
+                                   description="ERROR when the promotion policy blocks: a protected domain "
+                                               "regressed beyond its margin (Holm), or any domain dropped (BH) "
+                                               "under block_on: any; a domain that could block is underpowered; "
+                                               "a domain is not comparable (different generation configs); a "
+                                               "protected domain lacks paired results. WARN on BH warnings.")],
+    description="Paired per-domain regression report of this checkpoint vs the champion (and an anchor), "
+                "each domain on a generation config both were swept with, judged by the promotion policy.",
 )
 def regression_report(context: dg.AssetExecutionContext, config: RegressionConfig, lake: LakeResource,
                       mlflow: MlflowResource):
-    from quality.promotion import PromotionDecision, apply_promotion
+    from quality.promotion import apply_promotion, decide_promotion
+    from quality.promotion_policy import blocking_reasons
 
     candidate = context.partition_key
     the_lake = lake.lake()
-    champion, reports = _reports(the_lake, mlflow.tracking_uri, candidate, config)
-    metadata: dict = {"candidate": candidate, "champion": champion or "none yet", "anchor": config.anchor or "none"}
-    regressions, warnings, missing = [], [], []
+    active = _policy(the_lake, config)
+    champion, reports = _compare(the_lake, mlflow.tracking_uri, candidate, config, active)
+    metadata: dict = {"candidate": candidate, "champion": champion or "none yet", "anchor": config.anchor or "none",
+                      "promotion_policy": dg.MetadataValue.md(_policy_md(active)),
+                      "promotion_policy_json": dg.MetadataValue.json(active.to_json())}
+    blocking, warnings, underpowered, not_comparable = [], [], [], []
     for role, report in reports.items():
         metadata[f"vs_{role}"] = dg.MetadataValue.md(_table(report))
         metadata[f"missing_vs_{role}"] = dg.MetadataValue.json(report.missing)
-        regressions += [f"{d.domain} (vs {role})" for d in report.regressions]
+        blocking += [reason for _, reason in blocking_reasons(report, active.policy, role)]
         warnings += [f"{d.domain} (vs {role})" for d in report.warnings]
-        missing += [f"{d} (vs {role})" for d in report.missing["protected_not_compared"]]
-        metadata[f"mde_median_vs_{role}"] = dg.MetadataValue.float(
-            sorted(d.mde for d in report.domains)[len(report.domains) // 2] if report.domains else float("nan"))
+        underpowered += [f"{d.domain} (vs {role})" for d in report.underpowered]
+        not_comparable += [f"{nc['domain']} (vs {role}): {nc['difference']}" for nc in report.not_comparable]
+        finite = sorted(d.mde for d in report.domains if not d.underpowered)
+        metadata[f"mde_median_vs_{role}"] = dg.MetadataValue.float(finite[len(finite) // 2] if finite else float("nan"))
     if not reports:
         metadata["note"] = "no baseline to compare with (no champion yet, or this is the champion)"
-    failed = bool(regressions or missing)
-    if failed:  # the promotion asset will not run: record the refusal here
-        reason = "refused: " + "; ".join([f"regression in {r}" for r in regressions] +
-                                         [f"protected domain without paired results: {m}" for m in missing])
-        apply_promotion(the_lake, mlflow.tracking_uri, PromotionDecision(candidate, champion, False, reason,
-                                                                         regressions + missing))
+    failed = bool(blocking)
+    if failed:  # the promotion asset will not run: record the refusal here, by the same rule
+        decision = decide_promotion(candidate, champion, reports, active)
+        apply_promotion(the_lake, mlflow.tracking_uri, decision)
     check = dg.AssetCheckResult(
         check_name="no_domain_regression",
         passed=not failed and not warnings,
         severity=dg.AssetCheckSeverity.ERROR if failed else dg.AssetCheckSeverity.WARN,
-        metadata={"regressions": ", ".join(regressions) or "none", "warnings": ", ".join(warnings) or "none",
-                  "missing_protected": ", ".join(missing) or "none"},
+        metadata={"blocking": dg.MetadataValue.md("\n".join(f"- {b}" for b in blocking) or "none"),
+                  "warnings": ", ".join(warnings) or "none",
+                  "underpowered": ", ".join(underpowered) or "none",
+                  "not_comparable": "; ".join(not_comparable) or "none",
+                  "policy": f"{active.source} (block_on: {active.policy.block_on}, "
+                            f"on_underpowered: {active.policy.on_underpowered})"},
     )
     return dg.MaterializeResult(metadata=metadata, check_results=[check])
 
@@ -116,8 +149,9 @@ def regression_report(context: dg.AssetExecutionContext, config: RegressionConfi
     group_name="regression",
     deps=["regression_report"],
     kinds={"mlflow"},
-    description="Moves the MLflow registry alias 'champion' on 'assay-policy' to this checkpoint when no "
-                "protected domain regressed, and records the decision and why in lake table promotions.",
+    description="Moves the MLflow registry alias 'champion' on 'assay-policy' to this checkpoint when the "
+                "promotion policy finds nothing blocking, only if the champion it compared with is still "
+                "the champion (compare-and-set), and records the decision and why in lake table promotions.",
 )
 def champion_promotion(context: dg.AssetExecutionContext, config: PromotionConfig, lake: LakeResource,
                        mlflow: MlflowResource) -> dg.MaterializeResult:
@@ -125,10 +159,11 @@ def champion_promotion(context: dg.AssetExecutionContext, config: PromotionConfi
 
     candidate = context.partition_key
     the_lake = lake.lake()
-    champion, reports = _reports(the_lake, mlflow.tracking_uri, candidate, config)
-    decision = decide_promotion(candidate, champion, reports)
-    decision_id = apply_promotion(the_lake, mlflow.tracking_uri, decision)
+    active = _policy(the_lake, config)
+    champion, reports = _compare(the_lake, mlflow.tracking_uri, candidate, config, active)
+    decision = apply_promotion(the_lake, mlflow.tracking_uri, decide_promotion(candidate, champion, reports, active))
     context.log.info(decision.reason)
     return dg.MaterializeResult(metadata={
         "promoted": decision.promoted, "previous_champion": champion or "none",
-        "reason": dg.MetadataValue.md(decision.reason), "decision": decision_id})
+        "reason": dg.MetadataValue.md(decision.reason), "decision": decision.decision_id,
+        "promotion_policy": dg.MetadataValue.md(_policy_md(active))})

@@ -91,6 +91,8 @@ def evaluate(report, truth: np.ndarray, kinds: np.ndarray, margin: float) -> dic
             "power1": flagged[kinds == "drop1"].mean(), "power2": flagged[kinds == "drop2"].mean(),
             "power1_unadjusted": (p_unadj[kinds == "drop1"] <= 0.05).mean(),
             "gains_flagged": int(flagged[kinds == "gain"].sum()),
+            # domains whose test cannot reject at alpha (none expected at 300 items)
+            "underpowered": sum(d.underpowered for d in report.domains),
             "mde_drop1": float(np.median([d.mde for d in report.domains if kinds[int(d.domain[1:])] == "drop1"]))}
 
 
@@ -127,6 +129,7 @@ def run(reps: int, seed: int, k1_reps: int) -> dict:
                    "power_2x_mde": float(np.mean([r["power2"] for r in rows])),
                    "power_1x_mde_unadjusted": float(np.mean([r["power1_unadjusted"] for r in rows])),
                    "gains_flagged": int(sum(r["gains_flagged"] for r in rows)),
+                   "underpowered": int(sum(r["underpowered"] for r in rows)),
                    "seconds_per_report": seconds[name] / max(len(rows), 1)}
             for name, rows in methods.items() if rows}}
     return out
@@ -147,11 +150,11 @@ def main() -> None:
         print(f"\n[{scenario}] reported MDE (median, K=8) = {100 * block['pilot_mde']:.2f} points; "
               f"drops at 1x and 2x of it, gains at +2x")
         print(f"{'method':<22} {'reps':>4} {'FDR':>6} {'flagged':>7} {'pow@1x':>7} {'pow@2x':>7} "
-              f"{'pow@1x unadj':>12} {'gains flagged':>13} {'s/report':>8}")
+              f"{'pow@1x unadj':>12} {'gains flagged':>13} {'underpowered':>12} {'s/report':>8}")
         for name, m in block["methods"].items():
             print(f"{name:<22} {m['reps']:>4} {m['fdr']:>6.3f} {m['mean_flagged']:>7.1f} {m['power_1x_mde']:>7.2f} "
                   f"{m['power_2x_mde']:>7.2f} {m['power_1x_mde_unadjusted']:>12.2f} {m['gains_flagged']:>13} "
-                  f"{m['seconds_per_report']:>8.2f}")
+                  f"{m['underpowered']:>12} {m['seconds_per_report']:>8.2f}")
         ours, mcnemar = block["methods"]["K=8 paired test + BH"], block["methods"]["K=1 McNemar + BH"]
         print(f"power at 2x MDE, K=8 detector vs K=1 McNemar baseline: {ours['power_2x_mde']:.2f} vs "
               f"{mcnemar['power_2x_mde']:.2f} (ratio {ours['power_2x_mde'] / max(mcnemar['power_2x_mde'], 1e-9):.1f}x)")

@@ -39,7 +39,7 @@ def main() -> None:
 
     from domains import get_registry
     from quality.lake import Lake
-    from training.generation import make_engine
+    from training.generation import make_engine, prompt_format_of_folder
     from training.policy import ensure_smollm2
     from training.sweep import SweepConfig, run_sweep
 
@@ -65,10 +65,11 @@ def main() -> None:
         config = SweepConfig(samples=args.samples, limit=args.limit, max_new_tokens=args.max_new_tokens,
                              batch_items=args.batch_items, progress=False)
         start = time.perf_counter()
-        cold = run_sweep(lake, "base-smollm2", domains, factory, config)
+        prompt_format = prompt_format_of_folder(model_dir)  # as sweep_checkpoint does: no model load to key the cache
+        cold = run_sweep(lake, "base-smollm2", domains, factory, config, prompt_format=prompt_format)
         cold_wall = time.perf_counter() - start
         start = time.perf_counter()
-        warm = run_sweep(lake, "base-smollm2", domains, factory, config)
+        warm = run_sweep(lake, "base-smollm2", domains, factory, config, prompt_format=prompt_format)
         warm_wall = time.perf_counter() - start
         assert warm.generated == 0 and not warm.model_loaded, "the re-run should be served from the cache"
 

@@ -75,32 +75,41 @@ TRAINING_HISTORY = {
 }
 
 # results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet  -- one row per scored sample
+# gen_config: hash of the generation config; gen_params: the same config as readable JSON
+# (sampling parameters and prompt format; null in data written before it was recorded)
 RESULTS = {
     "checkpoint": pl.Utf8, "domain": pl.Utf8, "item_id": pl.Utf8, "sample_idx": pl.Int64,
     "score": pl.Float64, "completion": pl.Utf8, "latency_s": pl.Float64, "tokens": pl.Int64,
-    "cluster_id": pl.Utf8, "gen_config": pl.Utf8, "created_at": pl.Utf8,
+    "cluster_id": pl.Utf8, "gen_config": pl.Utf8, "created_at": pl.Utf8, "gen_params": pl.Utf8,
 }
 
-# sweep_summary/checkpoint=<c>/domain=<d>/part.parquet  -- one row per (checkpoint, domain)
+# sweep_summary/checkpoint=<c>/domain=<d>/part.parquet  -- one row per (checkpoint, domain): the
+# latest sweep (gen_params as in RESULTS)
 SWEEP_SUMMARY = {
     "checkpoint": pl.Utf8, "domain": pl.Utf8, "n": pl.Int64, "k": pl.Int64, "mean": pl.Float64,
     "pass1": pl.Float64, "passk": pl.Float64, "stderr": pl.Float64, "ci_low": pl.Float64,
     "ci_high": pl.Float64, "tokens_per_s": pl.Float64, "gen_config": pl.Utf8, "created_at": pl.Utf8,
+    "gen_params": pl.Utf8,
 }
 
 # regression/candidate=<c>/baseline=<b>/part.parquet  -- one row per domain of one comparison
-# verdict: ok | warn | regression
+# verdict: ok | warn | regression | underpowered | not_comparable. underpowered: the domain's test
+# cannot reject at alpha (mde is then null: infinite); p_min: the smallest p it can produce.
+# not_comparable: swept under different generation configs, not tested (statistics null, the
+# difference in ``detail``). gen_config: the config both sides were compared on (null: unrecorded).
 REGRESSION = {
     "candidate": pl.Utf8, "baseline": pl.Utf8, "domain": pl.Utf8, "n": pl.Int64, "k": pl.Int64,
     "delta": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "p": pl.Float64,
     "q": pl.Float64, "mde": pl.Float64, "verdict": pl.Utf8, "protected": pl.Boolean,
     "items_lost": pl.Int64, "items_gained": pl.Int64, "test": pl.Utf8, "created_at": pl.Utf8,
+    "underpowered": pl.Boolean, "p_min": pl.Float64, "gen_config": pl.Utf8, "detail": pl.Utf8,
 }
 
-# promotions/decision=<id>/part.parquet  -- every promote/refuse decision and why
+# promotions/decision=<id>/part.parquet  -- every promote/refuse decision and why; previous_champion
+# is the champion the candidate was compared with; policy: the promotion policy applied (JSON)
 PROMOTIONS = {
     "decision": pl.Utf8, "candidate": pl.Utf8, "previous_champion": pl.Utf8, "promoted": pl.Boolean,
-    "reason": pl.Utf8, "created_at": pl.Utf8,
+    "reason": pl.Utf8, "created_at": pl.Utf8, "policy": pl.Utf8,
 }
 
 

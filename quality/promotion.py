@@ -1,63 +1,152 @@
 """Checkpoint comparison and champion promotion: what gets promoted, and the record of why.
 
-- :func:`checkpoint_results` reads a checkpoint's swept samples from the lake (per domain, the
-  generation config of its latest ``sweep_summary`` row);
-- :func:`compare_checkpoints` runs :func:`quality.regression.compare_results` on two checkpoints
-  and stores one row per domain in lake table ``regression``;
-- :func:`decide_promotion` is the pure rule: refuse on any ``regression`` verdict (a protected
-  domain worse than the baseline beyond its margin, Holm-corrected) against the champion or the
-  anchor, or when a protected domain was not compared (missing results never pass silently);
-  otherwise promote, listing the BH warnings and the domains that improved;
+- :func:`swept_configs` lists the generation configs a checkpoint was swept with on a domain;
+  :func:`checkpoint_results` reads a checkpoint's swept samples from the lake (per domain, the
+  generation config of its latest ``sweep_summary`` row, or one given);
+- :func:`compare_checkpoints` compares like with like: per domain it picks a generation config
+  *both* checkpoints were swept with (the candidate's latest if the baseline has it, else the
+  candidate's newest one the baseline also has). A domain with none in common is "not
+  comparable": the report names the differing fields (``max_new_tokens: 64 vs 256``) and never
+  tests it. Rows go to lake table ``regression``;
+- :func:`decide_promotion` is the pure rule: the promotion policy
+  (:mod:`quality.promotion_policy`) says what blocks (protected regressions, or any significant
+  drop; underpowered, not-comparable and missing protected domains), against the champion and
+  the anchor; otherwise promote, listing the BH warnings and the domains that improved;
 - :func:`apply_promotion` moves the MLflow registry alias ``champion`` on ``assay-policy`` to the
-  candidate's model version (when promoted) and appends the decision to lake table ``promotions``.
+  candidate's model version, as a compare-and-set, and appends the decision to lake table
+  ``promotions`` either way.
+
+Compare-and-set. The alias moves only if the champion the candidate was compared with
+(``decision.previous_champion``) is still the champion at the moment of the move; otherwise the
+decision is recorded as a refusal, "champion changed from X to Y since the comparison". MLflow
+has no conditional alias update, so the read-check-write runs under an exclusive lock
+(:class:`PromotionLock`): by default an ``fcntl.flock`` on ``$ASSAY_HOME/locks/promotion.lock``,
+which serialises every Assay process on this host that promotes into this ASSAY_HOME (the lock is
+released by the kernel if its holder dies). Limits: ``flock`` does not coordinate processes on
+different hosts (nor reliably over NFS), and a writer that moves the alias without Assay (the
+MLflow UI, another tool) does not take the lock. For a shared tracking server, pass a lock that
+every promoter shares, e.g. a Postgres advisory lock on the tracking database
+(``pg_advisory_lock``) held the same way; :func:`apply_promotion` takes it as ``lock=``.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
+import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Iterable
+from pathlib import Path
+from typing import Iterable, Protocol
 
 import polars as pl
 
 from quality.lake import Lake
 from quality.lake_tables import PROMOTIONS, RESULTS, conform
+from quality.promotion_policy import ActivePolicy, PromotionPolicy, blocking_reasons, policy_json, unchecked
 from quality.regression import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_Q, RegressionReport, compare_results
 
 REGISTERED_MODEL = "assay-policy"
 CHAMPION_ALIAS = "champion"
+LOCK_TIMEOUT_S = 120.0
 
 
 class PromotionError(RuntimeError):
     """Promotion could not be applied (no model version for the candidate, no results...)."""
 
 
+@dataclass(frozen=True)
+class SweptConfig:
+    """One generation config a checkpoint was swept with on a domain."""
+
+    gen_config: str
+    gen_params: str | None      # readable JSON (null in data written before it was recorded)
+    k: int | None               # K of the sweep summary when it names this config, else None (all samples)
+    swept_at: str               # the newest row's created_at
+
+
+def _domain_rows(lake: Lake, checkpoint: str, domain: str) -> pl.DataFrame:
+    rows = lake.read("results", where={"checkpoint": checkpoint, "domain": domain})
+    return conform(rows, RESULTS) if rows.height else conform(pl.DataFrame(), RESULTS)
+
+
+def swept_configs(lake: Lake, checkpoint: str, domain: str, rows: pl.DataFrame | None = None) -> list[SweptConfig]:
+    """The generation configs of ``checkpoint``'s results on ``domain``, latest first: the config
+    of its ``sweep_summary`` row (its latest sweep), then the others by their newest row."""
+    rows = _domain_rows(lake, checkpoint, domain) if rows is None else rows
+    if rows.height == 0:
+        return []
+    summary = lake.read("sweep_summary", where={"checkpoint": checkpoint, "domain": domain})
+    latest = summary.sort("created_at").row(-1, named=True) if summary.height else {}
+    found = (rows.group_by("gen_config")
+             .agg(pl.col("gen_params").drop_nulls().first(), pl.col("created_at").max())
+             .sort("created_at", descending=True, nulls_last=True))
+    configs = [SweptConfig(c, params, int(latest["k"]) if latest.get("gen_config") == c and latest.get("k") else None,
+                           at or "") for c, params, at in found.iter_rows() if c is not None]
+    return sorted(configs, key=lambda c: c.gen_config != latest.get("gen_config"))  # stable: the summary's first
+
+
+def _config_rows(rows: pl.DataFrame, config: SweptConfig) -> pl.DataFrame:
+    rows = rows.filter(pl.col("gen_config") == config.gen_config)
+    if config.k is not None:
+        rows = rows.filter(pl.col("sample_idx") < config.k)
+    # a batch re-written after a crash could repeat a sample: keep the first committed one
+    return rows.unique(subset=["item_id", "sample_idx"], keep="first", maintain_order=True)
+
+
+def _summary_domains(lake: Lake, checkpoint: str) -> list[str]:
+    summaries = lake.read("sweep_summary", where={"checkpoint": checkpoint})
+    return sorted(set(summaries["domain"].to_list())) if summaries.height else []
+
+
 def checkpoint_results(lake: Lake, checkpoint: str, domains: Iterable[str] | None = None) -> pl.DataFrame:
     """Per-sample rows of ``checkpoint``'s latest sweep of each domain (``results`` contract)."""
-    summaries = lake.read("sweep_summary", where={"checkpoint": checkpoint})
-    if summaries.height == 0:
-        return conform(pl.DataFrame(), RESULTS)
     wanted = set(domains) if domains is not None else None
     frames = []
-    for row in summaries.iter_rows(named=True):
-        if wanted is not None and row["domain"] not in wanted:
+    for domain in _summary_domains(lake, checkpoint):
+        if wanted is not None and domain not in wanted:
             continue
-        rows = lake.read("results", where={"checkpoint": checkpoint, "domain": row["domain"]})
-        if rows.height == 0:
-            continue
-        rows = conform(rows, RESULTS).filter((pl.col("gen_config") == row["gen_config"]) & (pl.col("sample_idx") < row["k"]))
-        frames.append(rows.unique(subset=["item_id", "sample_idx"], keep="first", maintain_order=True))
+        rows = _domain_rows(lake, checkpoint, domain)
+        configs = swept_configs(lake, checkpoint, domain, rows)
+        if configs:
+            frames.append(_config_rows(rows, configs[0]))
     return pl.concat(frames) if frames else conform(pl.DataFrame(), RESULTS)
+
+
+def comparable_results(lake: Lake, candidate: str, baseline: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(candidate rows, baseline rows), per domain on a generation config both were swept with.
+    A domain without a common config keeps each side's latest: the differing ``gen_config`` /
+    ``gen_params`` columns then make :func:`compare_results` list it as not comparable."""
+    cand_frames, base_frames = [], []
+    cand_domains, base_domains = _summary_domains(lake, candidate), _summary_domains(lake, baseline)
+    for domain in sorted(set(cand_domains) | set(base_domains)):
+        c_rows = _domain_rows(lake, candidate, domain) if domain in cand_domains else None
+        b_rows = _domain_rows(lake, baseline, domain) if domain in base_domains else None
+        c_cfgs = swept_configs(lake, candidate, domain, c_rows) if c_rows is not None else []
+        b_cfgs = swept_configs(lake, baseline, domain, b_rows) if b_rows is not None else []
+        by_config = {c.gen_config: c for c in b_cfgs}
+        common = next((c for c in c_cfgs if c.gen_config in by_config), None)
+        if common is not None:
+            cand_frames.append(_config_rows(c_rows, common))
+            # the baseline's K for this config: its own summary's when it names it, else all samples
+            base_frames.append(_config_rows(b_rows, by_config[common.gen_config]))
+            continue
+        if c_cfgs:
+            cand_frames.append(_config_rows(c_rows, c_cfgs[0]))
+        if b_cfgs:
+            base_frames.append(_config_rows(b_rows, b_cfgs[0]))
+    empty = conform(pl.DataFrame(), RESULTS)
+    return (pl.concat(cand_frames) if cand_frames else empty, pl.concat(base_frames) if base_frames else empty)
 
 
 def compare_checkpoints(lake: Lake, candidate: str, baseline: str, *, protected: Iterable[str] = (),
                         margin: float | dict = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA,
                         q_level: float = DEFAULT_Q, write: bool = True) -> RegressionReport:
-    """The regression report of ``candidate`` against ``baseline`` on the domains both swept."""
-    cand = checkpoint_results(lake, candidate)
-    base = checkpoint_results(lake, baseline)
+    """The regression report of ``candidate`` against ``baseline`` on the domains both swept, each
+    on a generation config both were swept with (see :func:`comparable_results`)."""
+    cand, base = comparable_results(lake, candidate, baseline)
     if cand.height == 0:
         raise PromotionError(f"checkpoint {candidate!r} has no sweep results: run `assay sweep --checkpoint {candidate}`")
     if base.height == 0:
@@ -72,45 +161,66 @@ def compare_checkpoints(lake: Lake, candidate: str, baseline: str, *, protected:
     return report
 
 
+def compare_with_policy(lake: Lake, candidate: str, baseline: str, policy: PromotionPolicy,
+                        registry_protected: Iterable[str], *, write: bool = True) -> RegressionReport:
+    """:func:`compare_checkpoints` with the protected set, margins and levels the policy names."""
+    domains = set(_summary_domains(lake, candidate)) | set(_summary_domains(lake, baseline))
+    return compare_checkpoints(lake, candidate, baseline,
+                               protected=policy.protected_domains(registry_protected, domains),
+                               margin=policy.margin_by_domain(domains), alpha=policy.alpha, q_level=policy.q,
+                               write=write)
+
+
 @dataclass
 class PromotionDecision:
     candidate: str
-    previous_champion: str | None
+    previous_champion: str | None   # the champion the candidate was compared with
     promoted: bool
     reason: str
-    blocking: list[str] = field(default_factory=list)   # domains (or "missing:<domain>") that blocked
+    blocking: list[str] = field(default_factory=list)   # domains (or "<kind>:<domain>") that blocked
+    policy: str | None = None       # the policy applied (JSON), recorded with the decision
+    decision_id: str | None = None  # set once recorded in lake table promotions
 
 
 def _fmt(d) -> str:
     return f"{d.domain} {100 * d.delta:+.1f} pts [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}], p={d.p:.2g}"
 
 
-def decide_promotion(candidate: str, champion: str | None, reports: dict[str, RegressionReport]) -> PromotionDecision:
-    """Promote unless a report (``{"champion": r, "anchor": r}``) holds a regression or a protected
-    domain went uncompared. With no champion yet the candidate becomes the first one."""
+def decide_promotion(candidate: str, champion: str | None, reports: dict[str, RegressionReport],
+                     policy: PromotionPolicy | ActivePolicy | None = None) -> PromotionDecision:
+    """Promote unless a report (``{"champion": r, "anchor": r}``) holds something the policy
+    blocks on (:func:`quality.promotion_policy.blocking_reasons`; default: the shipped policy).
+    With no champion yet the candidate becomes the first one."""
+    active = policy
+    policy = policy.policy if isinstance(policy, ActivePolicy) else (policy or PromotionPolicy())
+    recorded = policy_json(active) if active is not None else policy_json(policy)
     if champion == candidate:
-        return PromotionDecision(candidate, champion, False, f"{candidate} is already the champion")
+        return PromotionDecision(candidate, champion, False, f"{candidate} is already the champion", policy=recorded)
     blocking, reasons = [], []
     for role, report in reports.items():
-        for d in report.regressions:
-            blocking.append(d.domain)
-            reasons.append(f"regression vs {role} ({report.baseline}): {_fmt(d)}")
-        for domain in report.missing.get("protected_not_compared", []):
-            blocking.append(f"missing:{domain}")
-            reasons.append(f"protected domain {domain} has no paired results vs {role} ({report.baseline})")
+        for key, reason in blocking_reasons(report, policy, role):
+            blocking.append(key)
+            reasons.append(reason)
     if blocking:
-        return PromotionDecision(candidate, champion, False, "refused: " + "; ".join(reasons), blocking)
+        return PromotionDecision(candidate, champion, False, "refused: " + "; ".join(reasons), blocking,
+                                 policy=recorded)
     if champion is None:
-        return PromotionDecision(candidate, None, True, f"first champion: no champion yet, {candidate} promoted")
-    parts = ["no protected domain regressed (Holm) and none is missing"]
+        return PromotionDecision(candidate, None, True, f"first champion: no champion yet, {candidate} promoted",
+                                 policy=recorded)
+    parts = [("no domain had a significant drop (BH)" if policy.block_on == "any"
+              else "no protected domain regressed (Holm)") + ", none is missing or not comparable"]
     main = reports.get("champion")
+    for role, report in reports.items():
+        let_through = unchecked(report, policy)
+        if let_through:
+            parts.append(f"unchecked vs {role} (underpowered, on_underpowered: allow): {', '.join(let_through)}")
     if main is not None:
         better = [d for d in main.domains if d.ci_low > 0]
         if better:
             parts.append("improved: " + ", ".join(_fmt(d) for d in better[:10]))
         if main.warnings:
             parts.append("warnings (BH): " + ", ".join(_fmt(d) for d in main.warnings[:10]))
-    return PromotionDecision(candidate, champion, True, "promoted: " + "; ".join(parts))
+    return PromotionDecision(candidate, champion, True, "promoted: " + "; ".join(parts), policy=recorded)
 
 
 def current_champion(tracking_uri: str) -> str | None:
@@ -126,25 +236,105 @@ def current_champion(tracking_uri: str) -> str | None:
     return version.tags.get("checkpoint") or None
 
 
-def apply_promotion(lake: Lake, tracking_uri: str, decision: PromotionDecision) -> str:
-    """Move the alias when promoted, and record the decision either way; returns the decision id."""
-    if decision.promoted:
-        from mlflow.tracking import MlflowClient
+# -- compare-and-set of the alias ------------------------------------------------------------------
 
-        client = MlflowClient(tracking_uri=tracking_uri)
+class PromotionLock(Protocol):
+    """An exclusive lock held across read-check-write of the alias (a context manager)."""
+
+    def __enter__(self) -> "PromotionLock": ...
+
+    def __exit__(self, *exc) -> None: ...
+
+
+class FileLock:
+    """``fcntl.flock`` on a file: exclusive among processes (and threads, each opening the file)
+    of one host; released by the kernel when the holder exits, so a crash never leaves it held."""
+
+    def __init__(self, path: str | os.PathLike, timeout_s: float = LOCK_TIMEOUT_S):
+        self.path = Path(path)
+        self.timeout_s = timeout_s
+        self._fd: int | None = None
+
+    def __enter__(self) -> "FileLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise PromotionError(f"another promotion has held {self.path} for over {self.timeout_s:.0f} s; "
+                                         "wait for it to finish (or find the stuck process with `fuser "
+                                         f"{self.path}`) and try again") from None
+                time.sleep(0.01)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def promotion_lock(lake: Lake) -> FileLock:
+    """The default lock: one file per ASSAY_HOME (see the module docstring for its limits)."""
+    return FileLock(lake.home / "locks" / "promotion.lock")
+
+
+def _record(lake: Lake, decision: PromotionDecision) -> PromotionDecision:
+    now = datetime.now(timezone.utc)
+    decision_id = re.sub(r"[^A-Za-z0-9_.\-]", "_", f"{now:%Y%m%dT%H%M%S}-{decision.candidate}-{uuid.uuid4().hex[:6]}")
+    row = {"decision": decision_id, "candidate": decision.candidate, "previous_champion": decision.previous_champion,
+           "promoted": decision.promoted, "reason": decision.reason, "created_at": now.isoformat(),
+           "policy": decision.policy}
+    lake.write_batch("promotions", {"decision": decision_id}, {"part": pl.DataFrame([row], schema=PROMOTIONS)})
+    return replace(decision, decision_id=decision_id)
+
+
+def apply_promotion(lake: Lake, tracking_uri: str, decision: PromotionDecision, *,
+                    lock: PromotionLock | None = None) -> PromotionDecision:
+    """Move the alias when promoted and the champion is still ``decision.previous_champion``
+    (compare-and-set under ``lock``, default :func:`promotion_lock`); record the decision either
+    way. Returns the recorded decision: a lost race comes back refused, with the reason."""
+    if not decision.promoted:
+        return _record(lake, decision)
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    with lock if lock is not None else promotion_lock(lake):
+        now_champion = current_champion(tracking_uri)
+        if now_champion != decision.previous_champion:
+            return _record(lake, replace(
+                decision, promoted=False, blocking=["champion_changed"],
+                reason=f"refused: champion changed from {decision.previous_champion or 'none'} to "
+                       f"{now_champion or 'none'} since the comparison; compare {decision.candidate} with "
+                       f"{now_champion or 'the new state'} again (was: {decision.reason})"))
         versions = client.search_model_versions(f"name = '{REGISTERED_MODEL}' and tags.checkpoint = '{decision.candidate}'")
         if not versions:
             raise PromotionError(f"checkpoint {decision.candidate!r} has no version of registered model "
                                  f"{REGISTERED_MODEL!r}: register it first (training.checkpoints.register_checkpoint)")
         version = max(versions, key=lambda v: int(v.version))
+        try:
+            previous = client.get_model_version_by_alias(REGISTERED_MODEL, CHAMPION_ALIAS).version
+        except MlflowException:
+            previous = None
         client.set_registered_model_alias(REGISTERED_MODEL, CHAMPION_ALIAS, version.version)
+        try:
+            recorded = _record(lake, decision)
+        except BaseException:
+            # the lake did not take the record: put the alias back, so alias and table still agree
+            if previous is not None:
+                client.set_registered_model_alias(REGISTERED_MODEL, CHAMPION_ALIAS, previous)
+            else:
+                client.delete_registered_model_alias(REGISTERED_MODEL, CHAMPION_ALIAS)
+            raise
         client.set_model_version_tag(REGISTERED_MODEL, version.version, "promotion_reason", decision.reason[:5000])
-    now = datetime.now(timezone.utc)
-    decision_id = re.sub(r"[^A-Za-z0-9_.\-]", "_", f"{now:%Y%m%dT%H%M%S}-{decision.candidate}-{uuid.uuid4().hex[:6]}")
-    row = {"decision": decision_id, "candidate": decision.candidate, "previous_champion": decision.previous_champion,
-           "promoted": decision.promoted, "reason": decision.reason, "created_at": now.isoformat()}
-    lake.write_batch("promotions", {"decision": decision_id}, {"part": pl.DataFrame([row], schema=PROMOTIONS)})
-    return decision_id
+    return recorded
 
 
 def protected_domains(registry=None) -> set[str]:

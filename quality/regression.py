@@ -47,7 +47,23 @@ Across domains: Benjamini-Hochberg at ``q`` over every domain's p (Benjamini & H
 JRSS-B 57:289-300) gives ``q`` (BH-adjusted p) and the WARN list; Holm's step-down over the
 *protected* domains (Holm 1979, Scand. J. Stat. 6:65-70) controls the family-wise error rate of the
 ERROR (``regression``) verdicts. Verdicts: ``regression`` (protected, Holm-adjusted p <= alpha),
-``warn`` (q <= q_level), else ``ok``.
+``warn`` (q <= q_level), ``underpowered`` (not flagged, and the test *could not* have flagged it:
+see below), else ``ok``.
+
+Underpowered. Each test has a smallest attainable p on the design at hand, ``p_min``: a sign-flip
+test over m units cannot go below 2^-m when all 2^m flips are enumerated (1/(1 + draws) when
+drawn), so with m <= 4 units it can never reject at 0.05; the exact McNemar test, conditional on
+its d discordant pairs, cannot go below 2^-d; the exact unconditional test cannot go below
+((1 + margin) / 2)^n (every item lost); a t test without a variance estimate (df <= 0) always
+gives p = 1. When ``p_min > alpha`` (alpha is also the per-test level used for BH here) a
+non-flag says nothing: the domain's verdict is ``underpowered``, ``mde`` is infinite (JSON null,
+with ``underpowered: true``), never a finite number that would suggest the drop was ruled out.
+What an underpowered domain does to a promotion is the promotion policy's choice
+(:mod:`quality.promotion_policy`, ``on_underpowered``).
+
+Comparability. A domain whose two sides record different generation configs (``gen_config`` /
+``gen_params`` columns, :mod:`quality.comparability`) is not tested at all: it is listed in
+``not_comparable`` with the differing fields.
 
 Items are matched on (domain, item_id). Items or domains only one side scored, items whose
 cluster_id or sample count differ between the sides are reported in :attr:`RegressionReport.missing`
@@ -76,7 +92,8 @@ PERMUTATION_BELOW_UNITS = 20
 PERMUTATION_DRAWS = 20_000
 EXACT_PERMUTATION_UNITS = 16  # enumerate all 2^units sign flips up to this many units
 NUISANCE_GRID = 60
-VERDICTS = ("ok", "warn", "regression")
+VERDICTS = ("ok", "warn", "regression", "underpowered")
+NOT_COMPARABLE = "not_comparable"   # the lake verdict of a domain swept under different gen configs
 
 
 class RegressionInputError(ValueError):
@@ -96,9 +113,17 @@ class PairedTest:
     p: float
     ci_low: float
     ci_high: float
-    mde: float
+    mde: float              # inf when the test cannot reject at alpha (see ``underpowered``)
     test: str               # which test produced p
     units: int              # independent units (items, or clusters when clustered)
+    p_min: float = 0.0      # the smallest p this test can produce on this design (see below)
+    alpha: float = DEFAULT_ALPHA
+
+    @property
+    def underpowered(self) -> bool:
+        """The test cannot reject at ``alpha`` whatever the candidate's scores: even the most
+        extreme outcome it can observe has p > alpha, so "not flagged" carries no evidence."""
+        return self.p_min > self.alpha
 
 
 def paired_test(baseline_means: np.ndarray, candidate_means: np.ndarray, *, margin: float = DEFAULT_MARGIN,
@@ -128,15 +153,17 @@ def paired_test(baseline_means: np.ndarray, candidate_means: np.ndarray, *, marg
     se, df, unit_sums = _paired_se(d, clusters if clustered else None)
     units = unit_sums.size
     if method == "permutation" or (method == "auto" and units < PERMUTATION_BELOW_UNITS):
-        p = _sign_flip_p(d, margin, clusters if clustered else None, seed=seed)
+        p, p_min = _sign_flip_p(d, margin, clusters if clustered else None, seed=seed)
         test = "sign-flip permutation" + (" (clusters)" if clustered else "")
     else:
         p = _t_p(delta, margin, se, df)
+        # with a variance estimate (df >= 1) t -> -inf drives p to 0; without one p is always 1
+        p_min = 0.0 if math.isfinite(se) and df > 0 else 1.0
         test = "paired t" + (f" (cluster-robust, {units} clusters)" if clustered else "")
     tcrit = _t_ppf(0.975, df)
+    mde = math.inf if p_min > alpha else minimum_detectable_drop(se, n, k, margin, alpha, df)
     return PairedTest(n=n, delta=delta, se=se, df=df, p=p, ci_low=delta - tcrit * se,
-                      ci_high=delta + tcrit * se, mde=minimum_detectable_drop(se, n, k, margin, alpha, df),
-                      test=test, units=units)
+                      ci_high=delta + tcrit * se, mde=mde, test=test, units=units, p_min=p_min, alpha=alpha)
 
 
 def standard_error(values: np.ndarray, clusters: np.ndarray | None = None) -> tuple[float, float]:
@@ -209,8 +236,11 @@ def minimum_detectable_drop(se: float, n: int, k: int, margin: float, alpha: flo
     return float(drop)
 
 
-def _sign_flip_p(d: np.ndarray, margin: float, clusters: np.ndarray | None, seed: int) -> float:
-    """Sign-flip permutation p of H0: E[d] >= -margin, flipping whole clusters when clustered."""
+def _sign_flip_p(d: np.ndarray, margin: float, clusters: np.ndarray | None, seed: int) -> tuple[float, float]:
+    """(p, smallest attainable p) of the sign-flip permutation test of H0: E[d] >= -margin,
+    flipping whole clusters when clustered. Exactly enumerated, the smallest p is the share of
+    the 2^m sign vectors that reach the most extreme sum: 2^-m, more when some units are 0. With
+    random draws it is 1/(1 + draws)."""
     shifted = d + margin
     if clusters is None:
         units = shifted
@@ -222,11 +252,12 @@ def _sign_flip_p(d: np.ndarray, margin: float, clusters: np.ndarray | None, seed
     if m <= EXACT_PERMUTATION_UNITS:
         signs = 1 - 2 * ((np.arange(2 ** m)[:, None] >> np.arange(m)) & 1)
         stats_ = signs @ units
-        return float(np.mean(stats_ <= observed + 1e-12))
+        return float(np.mean(stats_ <= observed + 1e-12)), float(np.mean(stats_ <= stats_.min() + 1e-12))
     rng = np.random.default_rng(seed)
     signs = rng.choice((-1.0, 1.0), size=(PERMUTATION_DRAWS, m))
     stats_ = signs @ units
-    return float((1 + np.sum(stats_ <= observed + 1e-12)) / (1 + PERMUTATION_DRAWS))
+    return (float((1 + np.sum(stats_ <= observed + 1e-12)) / (1 + PERMUTATION_DRAWS)),
+            1.0 / (1 + PERMUTATION_DRAWS))
 
 
 def _tango_restricted(lost: np.ndarray, gained: np.ndarray, n: int, margin: float) -> np.ndarray:
@@ -259,19 +290,25 @@ def _binary_paired_test(b: np.ndarray, c: np.ndarray, *, margin: float, alpha: f
     if margin == 0:
         discordant = lost + gained
         p = float(stats.binomtest(lost, discordant, 0.5, alternative="greater").pvalue) if discordant else 1.0
+        # conditional on the d discordant pairs: at best all d are losses, p = 2^-d
+        p_min = 0.5 ** discordant
         test = "exact McNemar"
     elif n <= EXACT_MAX_N:
         p = _exact_unconditional_p(lost, gained, n, margin)
+        # the most extreme table is every item lost (Tango's z is largest there); its probability
+        # on the H0 boundary, (p_gain + margin)^n, is largest at p_gain -> (1 - margin) / 2
+        p_min = ((1 + margin) / 2) ** n
         test = "exact unconditional (Tango score)"
     else:
         p = float(stats.norm.sf(_tango_z(lost, gained, n, margin)))
+        p_min = float(stats.norm.sf(_tango_z(n, 0, n, margin)))
         test = "Tango score (asymptotic)"
     # Wald interval for a paired difference of proportions (descriptive; the verdict uses p).
     se = math.sqrt(max((lost + gained) / n - delta ** 2, 0.0) / n)
     z = float(stats.norm.ppf(0.975))
+    mde = math.inf if p_min > alpha else minimum_detectable_drop(se, n, 1, margin, alpha)
     return PairedTest(n=n, delta=delta, se=se, df=math.inf, p=min(1.0, p), ci_low=delta - z * se,
-                      ci_high=delta + z * se, mde=minimum_detectable_drop(se, n, 1, margin, alpha),
-                      test=test, units=n)
+                      ci_high=delta + z * se, mde=mde, test=test, units=n, p_min=p_min, alpha=alpha)
 
 
 def _exact_unconditional_p(lost: int, gained: int, n: int, margin: float) -> float:
@@ -357,6 +394,9 @@ class DomainComparison:
     clusters: int | None
     lost_items: list[str] = field(default_factory=list)
     gained_items: list[str] = field(default_factory=list)
+    underpowered: bool = False      # the test cannot reject at alpha (then mde is inf)
+    p_min: float | None = None      # the smallest p the test can produce on this design
+    gen_config: str | None = None   # the generation config both sides were swept with (if recorded)
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -375,6 +415,9 @@ class RegressionReport:
     q_level: float
     baseline: str | None = None
     candidate: str | None = None
+    # domains both sides scored under different generation configs: listed, never compared
+    # ({"domain", "protected", "difference"}; see quality.comparability)
+    not_comparable: list[dict] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[DomainComparison]:
@@ -384,27 +427,38 @@ class RegressionReport:
     def warnings(self) -> list[DomainComparison]:
         return [d for d in self.domains if d.verdict == "warn"]
 
+    @property
+    def underpowered(self) -> list[DomainComparison]:
+        return [d for d in self.domains if d.underpowered]
+
     def to_json(self) -> dict:
         return {
             "baseline": self.baseline, "candidate": self.candidate,
             "margin": self.margin, "alpha": self.alpha, "q_level": self.q_level,
             "domains": [d.to_json() for d in self.domains],
+            "not_comparable": self.not_comparable,
             "missing": self.missing,
             "summary": {"domains": len(self.domains), "regression": len(self.regressions),
                         "warn": len(self.warnings),
-                        "ok": sum(d.verdict == "ok" for d in self.domains)},
+                        "underpowered": sum(d.verdict == "underpowered" for d in self.domains),
+                        "ok": sum(d.verdict == "ok" for d in self.domains),
+                        "not_comparable": len(self.not_comparable)},
         }
 
     def to_frame(self) -> pl.DataFrame:
-        """Rows of lake table ``regression`` (quality.lake_tables.REGRESSION)."""
+        """Rows of lake table ``regression`` (quality.lake_tables.REGRESSION); a not-comparable
+        domain is a row with verdict ``not_comparable``, null statistics and the difference."""
         from quality.lake_tables import REGRESSION, conform
 
         now = datetime.now(timezone.utc).isoformat()
         rows = [{**{k: v for k, v in d.to_json().items() if k in REGRESSION},
                  "candidate": self.candidate, "baseline": self.baseline, "created_at": now}
                 for d in self.domains]
-        return conform(pl.DataFrame(rows, schema_overrides={k: REGRESSION[k] for k in REGRESSION
-                                                            if rows and k in rows[0]})
+        rows += [{"candidate": self.candidate, "baseline": self.baseline, "domain": nc["domain"],
+                  "verdict": NOT_COMPARABLE, "protected": nc["protected"], "detail": nc["difference"],
+                  "created_at": now} for nc in self.not_comparable]
+        keys = {k for row in rows for k in row}
+        return conform(pl.DataFrame(rows, schema={k: v for k, v in REGRESSION.items() if k in keys})
                        if rows else pl.DataFrame(), REGRESSION)
 
 
@@ -462,10 +516,16 @@ def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: 
                     method: str = "auto", baseline_name: str | None = None,
                     candidate_name: str | None = None) -> RegressionReport:
     """Compare per-sample results (columns domain, item_id, sample_idx, score, optional
-    cluster_id) domain by domain. ``margin`` is one number or ``{domain: margin}`` (others get
-    :data:`DEFAULT_MARGIN`); ``protected`` names the domains whose regressions are ERRORs."""
+    cluster_id, gen_config, gen_params) domain by domain. ``margin`` is one number or
+    ``{domain: margin}`` (others get :data:`DEFAULT_MARGIN`); ``protected`` names the domains
+    whose regressions are ERRORs. A domain whose recorded generation configs differ between the
+    sides is not tested: it is listed in :attr:`RegressionReport.not_comparable`."""
+    from quality.comparability import incomparable_domains
+
     if not 0 < alpha < 1 or not 0 < q_level < 1:
         raise ValueError(f"alpha ({alpha}) and q_level ({q_level}) must be in (0, 1)")
+    differences = incomparable_domains(baseline, candidate)
+    configs = _recorded_configs(baseline)
     base = validate_results(baseline, "baseline")
     cand = validate_results(candidate, "candidate")
     protected = set(protected)
@@ -502,7 +562,7 @@ def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: 
             raise RegressionInputError(f"margin for {name!r} is {value}; use a value in [0, 1) (0.01 = one point)")
 
     tests: list[tuple[str, PairedTest, dict]] = []
-    for domain in sorted(domains_b & domains_c):
+    for domain in sorted((domains_b & domains_c) - set(differences)):
         part = paired.filter(pl.col("domain") == domain).sort("item_id")
         if part.height == 0:
             continue  # reported below as a domain with no common items
@@ -535,6 +595,8 @@ def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: 
             verdict = "regression"
         elif qs[i] <= q_level:
             verdict = "warn"
+        elif t.underpowered:  # not flagged, but it could not have been: no evidence either way
+            verdict = "underpowered"
         else:
             verdict = "ok"
         m = margins.get(domain, default_margin)
@@ -543,9 +605,12 @@ def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: 
             q=float(qs[i]), mde=t.mde, verdict=verdict, protected=domain in protected, p_holm=p_holm,
             noninferior=bool(math.isfinite(t.ci_low) and t.ci_low > -m),
             items_lost=len(extra["lost"]), items_gained=len(extra["gained"]), test=t.test, se=t.se,
-            clusters=extra["clusters"], lost_items=extra["lost"][:50], gained_items=extra["gained"][:50]))
+            clusters=extra["clusters"], lost_items=extra["lost"][:50], gained_items=extra["gained"][:50],
+            underpowered=t.underpowered, p_min=t.p_min, gen_config=configs.get(domain)))
 
     compared = {d for d, _, _ in tests}
+    not_comparable = [{"domain": d, "protected": d in protected, "difference": why}
+                      for d, why in sorted(differences.items())]
     missing = {
         "baseline_only_items": [{"domain": r["domain"], "item_id": r["item_id"]} for r in
                                 only_b.filter(pl.col("domain").is_in(list(domains_c))).sort("domain", "item_id").iter_rows(named=True)],
@@ -554,15 +619,25 @@ def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: 
         "mismatched_items": sorted(mismatched, key=lambda r: (r["domain"], r["item_id"], r["reason"])),
         "baseline_only_domains": sorted(domains_b - domains_c),
         "candidate_only_domains": sorted(domains_c - domains_b),
-        "domains_without_common_items": sorted((domains_b & domains_c) - compared),
+        "domains_without_common_items": sorted((domains_b & domains_c) - compared - set(differences)),
         # a protected domain one side scored but that could not be compared (blocks promotion);
-        # protected domains neither side swept are listed apart (nothing to compare, nothing lost)
-        "protected_not_compared": sorted((protected & (domains_b | domains_c)) - compared),
+        # protected domains neither side swept are listed apart (nothing to compare, nothing lost);
+        # a not-comparable protected domain is in ``not_comparable``, not here
+        "protected_not_compared": sorted((protected & (domains_b | domains_c)) - compared - set(differences)),
         "protected_not_swept": sorted(protected - domains_b - domains_c),
     }
     missing["count"] = sum(len(v) for k, v in missing.items() if k != "protected_not_swept")
     return RegressionReport(domains=rows, missing=missing, margin=default_margin, alpha=alpha, q_level=q_level,
-                            baseline=baseline_name, candidate=candidate_name)
+                            baseline=baseline_name, candidate=candidate_name, not_comparable=not_comparable)
+
+
+def _recorded_configs(frame: pl.DataFrame) -> dict[str, str]:
+    """domain -> its one recorded gen_config (domains with none or several are left out)."""
+    if "gen_config" not in frame.columns or "domain" not in frame.columns:
+        return {}
+    found = (frame.select(pl.col("domain").cast(pl.Utf8), pl.col("gen_config").cast(pl.Utf8)).drop_nulls().unique()
+             .group_by("domain").agg(pl.col("gen_config")))
+    return {d: c[0] for d, c in found.iter_rows() if len(c) == 1}
 
 
 def read_results_file(path: str) -> pl.DataFrame:

@@ -68,3 +68,14 @@ def _no_leaked_dagster_state_storage():
 
         base._current_storage.set(None)
         DefinitionsLoadContext._instance = None
+
+
+@pytest.fixture(scope="session")
+def mlflow_db(tmp_path_factory) -> Path:
+    """A migrated, empty MLflow SQLite store to copy into a test's ASSAY_HOME (migrating one
+    costs seconds)."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow_store") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path

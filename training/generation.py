@@ -78,6 +78,52 @@ class SamplingParams:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+# -- prompt format: what `format_prompt` does to a prompt, as an identity for sweep cache keys ------
+
+RAW_PROMPT = "raw"
+
+
+def prompt_format_id(chat_template) -> str:
+    """``"raw"`` (prompts go to the model as they are) or ``"chat:<12 hex>"``, a hash of the chat
+    template the engines apply (``format_prompt``: user turn + generation prompt)."""
+    if isinstance(chat_template, dict):  # several named templates: apply_chat_template uses "default"
+        chat_template = chat_template.get("default")
+    if not chat_template:
+        return RAW_PROMPT
+    return "chat:" + hashlib.sha256(str(chat_template).encode()).hexdigest()[:12]
+
+
+def prompt_format_of_folder(path) -> str:
+    """The prompt format of a Hugging Face model folder, read from its tokenizer files without
+    loading anything (so a fully cached sweep still never loads the model): ``chat_template.jinja``,
+    else ``chat_template`` in ``tokenizer_config.json`` (a string or named templates), else
+    ``chat_template.json``; none means raw prompts."""
+    from pathlib import Path
+
+    folder = Path(path)
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return prompt_format_id(jinja.read_text())
+    for name in ("tokenizer_config.json", "chat_template.json"):
+        file = folder / name
+        if not file.is_file():
+            continue
+        template = json.loads(file.read_text()).get("chat_template")
+        if isinstance(template, list):  # [{"name": ..., "template": ...}]
+            template = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        if template:
+            return prompt_format_id(template)
+    return RAW_PROMPT
+
+
+def prompt_format_of_engine(engine) -> str | None:
+    """The prompt format an engine's ``format_prompt`` applies (None: it has no tokenizer to ask)."""
+    tokenizer = getattr(engine, "tokenizer", None)
+    if tokenizer is None:
+        return None
+    return prompt_format_id(getattr(tokenizer, "chat_template", None))
+
+
 @dataclass
 class Generation:
     text: str                 # completion text (stop string excluded)

@@ -6,9 +6,13 @@ re-run never loads it) and serves every domain. Per domain:
 1. items = ``Domain.eval_items()`` (optionally the first ``limit``); K = ``--samples`` or the
    domain's ``eval_samples_per_item``;
 2. the cache: rows of lake table ``results`` for (checkpoint, domain, gen_config) already hold some
-   (item, sample_idx) pairs; only the missing samples are generated. ``gen_config`` is the hash of
-   the sampling parameters with ``n=1`` and no seed (:meth:`SamplingParams.key`), so raising K adds
-   samples to the cached ones and changing ``max_new_tokens`` or the temperature starts afresh;
+   (item, sample_idx) pairs; only the missing samples are generated. The generation config is the
+   sampling parameters (without n and seed) plus the prompt format (the chat template the engine
+   applies, as a hash, or ``raw``; :func:`training.generation.prompt_format_of_folder`), stored
+   readable as ``gen_params`` (JSON) and hashed as ``gen_config`` (:func:`generation_config`), so
+   raising K adds samples to the cached ones, and changing ``max_new_tokens``, the temperature or
+   the chat template starts afresh. Comparisons use ``gen_params`` to compare like with like
+   (:mod:`quality.comparability`);
 3. generation in batches of ``batch_items`` items; each batch is scored with ``Domain.safe_score``
    (the code domain's scorer runs the sandbox itself) and committed as its own lake partition
    ``results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet`` before the next starts, so a killed
@@ -49,6 +53,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import polars as pl
 
+from quality.comparability import gen_identity
 from quality.lake import Lake
 from quality.lake_tables import RESULTS, SWEEP_SUMMARY, conform
 
@@ -204,21 +209,54 @@ def cached_rows(lake: Lake, checkpoint: str, domain: str, gen_config: str) -> pl
 EngineFactory = Callable[[], Any]
 
 
+def generation_config(params, prompt_format: str) -> tuple[str, str]:
+    """``(gen_config, gen_params)`` of a sweep: the sampling parameters that shape every sample
+    (not ``n``, which batching chooses, nor the seed) and the prompt format, hashed and as JSON."""
+    from dataclasses import asdict
+
+    fields = {k: v for k, v in asdict(params).items() if k not in ("n", "seed")}
+    fields["stop"] = list(fields["stop"])
+    fields["prompt_format"] = prompt_format
+    return gen_identity(fields)
+
+
+def _check_prompt_format(engine, prompt_format: str) -> None:
+    """The cache key must describe what the engine really does to prompts."""
+    from training.generation import prompt_format_of_engine
+
+    actual = getattr(engine, "prompt_format", None) or prompt_format_of_engine(engine)
+    if actual is not None and actual != prompt_format:
+        raise SweepError(f"the engine formats prompts as {actual!r} but the sweep was keyed on {prompt_format!r}: "
+                         "pass the prompt format of the model folder the engine loads "
+                         "(training.generation.prompt_format_of_folder)")
+
+
 def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: EngineFactory,
-              config: SweepConfig = SweepConfig(), log: Callable[[str], None] | None = None) -> SweepResult:
+              config: SweepConfig = SweepConfig(), log: Callable[[str], None] | None = None, *,
+              prompt_format: str | None = None) -> SweepResult:
     """Sweep ``checkpoint`` on ``domains`` (``Domain`` objects); writes ``results`` batches and one
     ``sweep_summary`` row per domain. ``engine_factory()`` builds the generation engine; it is
-    called at most once, and only if some sample is not cached."""
+    called at most once, and only if some sample is not cached. ``prompt_format`` (see
+    :func:`training.generation.prompt_format_of_folder`) is part of the cache key; None asks the
+    engine, which then has to be built first even when everything is cached."""
     from tqdm import tqdm
+
+    from training.generation import prompt_format_of_engine
 
     log = log or (lambda message: None)
     started = time.perf_counter()
     engine = None
+    if prompt_format is None:
+        engine = engine_factory()
+        prompt_format = getattr(engine, "prompt_format", None) or prompt_format_of_engine(engine)
+        if prompt_format is None:
+            raise SweepError("the engine does not say how it formats prompts: pass prompt_format= "
+                             "(training.generation.prompt_format_of_folder(model folder), or 'raw')")
     plans = []
     for domain in domains:
         k = config.samples or domain.eval_samples_per_item
         params = config.sampling(k)
-        gen_config = params.key()
+        gen_config, gen_params = generation_config(params, prompt_format)
         items = domain.eval_items()
         if config.limit:
             items = items[: config.limit]
@@ -230,13 +268,13 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
             have.setdefault(item_id, set()).add(idx)
         todo = [(item, [s for s in range(k) if s not in have.get(item["id"], ())]) for item in items]
         todo = [(item, missing) for item, missing in todo if missing]
-        plans.append((domain, k, params, gen_config, items, todo))
+        plans.append((domain, k, params, gen_config, gen_params, items, todo))
     total_missing = sum(len(m) for *_, todo in plans for _, m in todo)
     bar = tqdm(total=total_missing, desc=f"sweep {checkpoint}", unit="sample", file=sys.stderr,
                disable=not config.progress or total_missing == 0)
     results = []
     try:
-        for domain, k, params, gen_config, items, todo in plans:
+        for domain, k, params, gen_config, gen_params, items, todo in plans:
             domain_start = time.perf_counter()
             generated = 0
             bar.set_postfix_str(domain.name)
@@ -245,7 +283,9 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
                 if engine is None:
                     log(f"loading the model for {checkpoint}")
                     engine = engine_factory()
+                    _check_prompt_format(engine, prompt_format)
                 rows = _generate_and_score(engine, domain, chunk, params, checkpoint, gen_config, config.seed)
+                rows = rows.with_columns(pl.lit(gen_params, dtype=pl.Utf8).alias("gen_params"))
                 lake.write_batch("results", {"checkpoint": checkpoint, "domain": domain.name,
                                              "batch": f"{gen_config}-{uuid.uuid4().hex[:12]}"},
                                  {"part": rows})
@@ -255,7 +295,8 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
             rows = cached_rows(lake, checkpoint, domain.name, gen_config).filter(pl.col("item_id").is_in(list(ids)))
             rows = rows.filter(pl.col("sample_idx") < k)
             summary = {"checkpoint": checkpoint, "domain": domain.name, **summarize(rows, k=k),
-                       "gen_config": gen_config, "created_at": datetime.now(timezone.utc).isoformat()}
+                       "gen_config": gen_config, "gen_params": gen_params,
+                       "created_at": datetime.now(timezone.utc).isoformat()}
             lake.write_batch("sweep_summary", {"checkpoint": checkpoint, "domain": domain.name},
                              {"part": conform(pl.DataFrame([{c: summary.get(c) for c in SWEEP_SUMMARY}],
                                                            schema=SWEEP_SUMMARY), SWEEP_SUMMARY)})
@@ -390,7 +431,11 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
             return make_engine(record.path, backend, dtype=dtype, home=str(lake.home), **engine_options)
         return make_engine(record.path, backend, **engine_options)
 
-    result = run_sweep(lake, record.checkpoint, domains, factory, config, log=log)
+    from training.generation import prompt_format_of_folder
+
+    # read from the tokenizer files, so a fully cached re-run still never loads the model
+    result = run_sweep(lake, record.checkpoint, domains, factory, config, log=log,
+                       prompt_format=prompt_format_of_folder(record.path))
     run_id = None
     if log_mlflow:
         from training.tracking import Tracker

@@ -7,10 +7,13 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-STATUS_COLOURS = {"regressed": "#d62728", "warn": "#ff9f1c", "improved": "#2ca02c", "unchanged": "#c7c7c7"}
+STATUS_COLOURS = {"regressed": "#d62728", "warn": "#ff9f1c", "underpowered": "#9467bd",
+                  "not_comparable": "#8c564b", "improved": "#2ca02c", "unchanged": "#c7c7c7"}
 STATUS_LABELS = {"regressed": "regression (protected: blocks)", "warn": "significant drop (warn)",
+                 "underpowered": "underpowered (test cannot flag a drop)",
+                 "not_comparable": "not comparable (different generation configs)",
                  "improved": "improved (CI > 0)", "unchanged": "unchanged"}
-VERDICT_COLOURS = {"regression": "#d62728", "warn": "#ff9f1c", "ok": "#2ca02c"}
+VERDICT_COLOURS = {"regression": "#d62728", "warn": "#ff9f1c", "underpowered": "#9467bd", "ok": "#2ca02c"}
 
 
 def _pandas(frame: pl.DataFrame):
@@ -103,8 +106,9 @@ def score_trend(trend: pl.DataFrame, champion: str | None) -> alt.Chart:
 
 
 def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:
-    """Delta with CI per domain for the ``limit`` domains with the lowest delta."""
-    data = rows.sort("delta").head(limit).with_columns(
+    """Delta with CI per domain for the ``limit`` domains with the lowest delta (domains without
+    one, not comparable, are left out)."""
+    data = rows.filter(pl.col("delta").is_not_null()).sort("delta").head(limit).with_columns(
         (pl.col("delta") * 100).alias("delta_pts"), (pl.col("ci_low") * 100).alias("ci_low_pts"),
         (pl.col("ci_high") * 100).alias("ci_high_pts"))
     order = data["domain"].to_list()

@@ -110,6 +110,27 @@ def regressions(home: str) -> dict:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
+def _promotion_policy(home: str, domains_path: str | None) -> dict:
+    from quality.promotion_policy import PolicyError, load_policy
+
+    try:
+        active = load_policy(home)
+    except PolicyError as exc:
+        return {"error": str(exc)}
+    registry = _registry_frame(domains_path)
+    names = registry["domain"].to_list() if registry.height else []
+    marked = registry.filter(pl.col("protected"))["domain"].to_list() if registry.height else []
+    protected = active.policy.protected_domains(marked, names)
+    return {"source": active.source, "lines": active.describe(protected), "policy": active.to_json()}
+
+
+def promotion_policy(home: str) -> dict:
+    """The promotion policy in force for ``home`` (quality.promotion_policy): its source file and
+    short lines for a person, the protected set resolved against the registry; or ``error``."""
+    return _promotion_policy(home, current_domains_path())
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
 def domain_detail(home: str, domain: str) -> dict:
     """Everything the domain page shows; reads only this domain's partitions where the layout allows."""
     lake = _lake(home)
@@ -138,7 +159,8 @@ def domain_detail(home: str, domain: str) -> dict:
                  {"checkpoint": verdict["baseline"], "domain": domain}]
         con = Q.open_views(lake, {"results": where, "sweep_summary": where, "samples": mine})
         try:
-            detail["items"] = Q.item_changes(con, domain, verdict["baseline"], verdict["candidate"])
+            detail["items"] = Q.item_changes(con, domain, verdict["baseline"], verdict["candidate"],
+                                             verdict.get("gen_config"))
         finally:
             con.close()
     return detail

@@ -32,7 +32,12 @@ VIEW_SOURCES: dict[str, tuple[str, str]] = {
 }
 
 PASS_THRESHOLD = 0.5  # an item counts as solved when its mean score over K samples reaches this
-STATUSES = ("regressed", "warn", "improved", "unchanged")  # overview colour classes
+# overview colour classes; "underpowered" (the test could not have flagged a drop) and
+# "not_comparable" (swept under different generation configs) carry no verdict either way
+STATUSES = ("regressed", "warn", "underpowered", "not_comparable", "improved", "unchanged")
+# columns of lake table regression added since its first contract: absent in older files
+REGRESSION_LATER_COLUMNS = {"underpowered": pl.Boolean, "p_min": pl.Float64, "gen_config": pl.Utf8,
+                            "detail": pl.Utf8}
 
 
 def view_files(lake: Lake, view: str, where: Sequence[Mapping[str, str]] | None = None,
@@ -150,17 +155,27 @@ def comparisons(con) -> pl.DataFrame:
     return _frame(con, """
         SELECT candidate, baseline, max(created_at) AS created_at, count(*)::BIGINT AS domains,
                (count(*) FILTER (verdict = 'regression'))::BIGINT AS regressions,
-               (count(*) FILTER (verdict = 'warn'))::BIGINT AS warnings
+               (count(*) FILTER (verdict = 'warn'))::BIGINT AS warnings,
+               (count(*) FILTER (verdict = 'underpowered'))::BIGINT AS underpowered,
+               (count(*) FILTER (verdict = 'not_comparable'))::BIGINT AS not_comparable
         FROM regression GROUP BY candidate, baseline ORDER BY created_at DESC, candidate DESC""")
 
 
+def with_later_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with the regression columns older files lack, as nulls."""
+    return frame.with_columns([pl.lit(None, dtype).alias(name) for name, dtype in REGRESSION_LATER_COLUMNS.items()
+                               if name not in frame.columns])
+
+
 def comparison_rows(con, candidate: str, baseline: str) -> pl.DataFrame:
-    return _frame(con, """
-        SELECT domain, verdict, protected, delta, ci_low, ci_high, p, q, mde, items_lost, items_gained,
-               n, k, test, created_at
-        FROM regression WHERE candidate = $1 AND baseline = $2
+    # SELECT *: a lake written before a column was added has no such column to name
+    frame = _frame(con, """
+        SELECT * FROM regression WHERE candidate = $1 AND baseline = $2
         QUALIFY row_number() OVER (PARTITION BY domain ORDER BY created_at DESC) = 1
         ORDER BY domain""", [candidate, baseline])
+    return with_later_columns(frame).select(
+        "domain", "verdict", "protected", "delta", "ci_low", "ci_high", "p", "q", "mde", "items_lost", "items_gained",
+        "n", "k", "test", "created_at", *REGRESSION_LATER_COLUMNS)
 
 
 def promotion_of(con, candidate: str) -> dict | None:
@@ -175,10 +190,12 @@ def promotion_of(con, candidate: str) -> dict | None:
 
 def status_expr() -> pl.Expr:
     """Overview colour class from the ``verdict`` and ``ci_low`` columns: the regression stage's
-    verdict (regression -> regressed, warn -> warn), else 'improved' when the delta's CI lies above
+    verdict (regression -> regressed, warn -> warn, underpowered, not_comparable), else 'improved' when the delta's CI lies above
     zero, else 'unchanged'."""
     return (pl.when(pl.col("verdict") == "regression").then(pl.lit("regressed"))
             .when(pl.col("verdict") == "warn").then(pl.lit("warn"))
+            .when(pl.col("verdict") == "underpowered").then(pl.lit("underpowered"))
+            .when(pl.col("verdict") == "not_comparable").then(pl.lit("not_comparable"))
             .when(pl.col("ci_low") > 0).then(pl.lit("improved"))
             .otherwise(pl.lit("unchanged")).alias("status"))
 
@@ -272,13 +289,13 @@ def filter_sort_page(table: pl.DataFrame, query: OverviewQuery) -> tuple[pl.Data
         rows = rows.filter(pl.col("owner").is_in(list(query.owners)))
     if query.tags:
         rows = rows.filter(pl.col("tags").list.eval(pl.element().is_in(list(query.tags))).list.any())
-    rank = {"regressed": 0, "warn": 1, "unchanged": 2, "improved": 3}
+    rank = {"regressed": 0, "warn": 1, "not_comparable": 2, "underpowered": 3, "unchanged": 4, "improved": 5}
     if query.sort == "worst delta first":
         rows = rows.sort(["delta", "domain"], nulls_last=True)
     elif query.sort == "best delta first":
         rows = rows.sort(["delta", "domain"], descending=[True, False], nulls_last=True)
     elif query.sort == "regressions first":
-        rows = rows.with_columns(pl.col("status").replace_strict(rank, default=4).alias("_rank")) \
+        rows = rows.with_columns(pl.col("status").replace_strict(rank, default=6).alias("_rank")) \
                    .sort(["_rank", "delta", "domain"], nulls_last=True).drop("_rank")
     elif query.sort == "most gate failures":
         rows = rows.sort(["gate_failures_24h", "domain"], descending=[True, False])
@@ -391,13 +408,14 @@ def latest_regression(con, domain: str) -> dict | None:
     if not has_view(con, "regression"):
         return None
     frame = _frame(con, "SELECT * FROM regression WHERE domain = $1 ORDER BY created_at DESC LIMIT 1", [domain])
-    return frame.row(0, named=True) if frame.height else None
+    return with_later_columns(frame).row(0, named=True) if frame.height else None
 
 
-def item_changes(con, domain: str, baseline: str, candidate: str) -> pl.DataFrame:
+def item_changes(con, domain: str, baseline: str, candidate: str, gen_config: str | None = None) -> pl.DataFrame:
     """Per eval item: mean score and first completion under baseline and candidate, a ``change``
     (lost | gained | same, as quality.regression counts them), and the prompt and answer when the
-    samples table has them."""
+    samples table has them. ``gen_config``: the generation config the comparison used (its
+    regression row says); without it, each checkpoint's newest sweep."""
     if not has_view(con, "results"):
         return pl.DataFrame()
     prompt_join, prompt_cols = "", "NULL::VARCHAR AS prompt, NULL::VARCHAR AS answer"
@@ -408,7 +426,10 @@ def item_changes(con, domain: str, baseline: str, candidate: str) -> pl.DataFram
     # A sweep may have scored a checkpoint under several generation configs and re-run items:
     # keep the config of the checkpoint's newest sweep summary and the newest row per sample.
     config_filter = ""
-    if has_view(con, "sweep_summary"):
+    params = [domain, baseline, candidate]
+    if gen_config:  # the config both sides were compared on: like with like
+        config_filter, params = "AND gen_config = $4", params + [gen_config]
+    elif has_view(con, "sweep_summary"):
         config_filter = """AND (checkpoint, gen_config) IN (
             SELECT checkpoint, arg_max(gen_config, created_at) FROM sweep_summary
             WHERE domain = $1 AND checkpoint IN ($2, $3) GROUP BY checkpoint)"""
@@ -427,7 +448,7 @@ def item_changes(con, domain: str, baseline: str, candidate: str) -> pl.DataFram
                     ELSE 'same' END AS change,
                {prompt_cols}, b.completion AS baseline_completion, c.completion AS candidate_completion
         FROM b JOIN c USING (item_id) {prompt_join}
-        ORDER BY change, b.item_id""", [domain, baseline, candidate])
+        ORDER BY change, b.item_id""", params)
 
 
 # -- training page ----------------------------------------------------------------------------

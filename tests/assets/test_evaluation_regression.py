@@ -53,19 +53,53 @@ def _materialize(assets, key, instance, home, run_config=None):
                           run_config=run_config or {}, raise_on_error=False)
 
 
-def _write_fake_sweep(lake, checkpoint: str, scores: list[float]):
+def _write_fake_sweep(lake, checkpoint: str, scores: list[float], max_new_tokens: int | None = None):
     """A sweep of `plug` (8 items x K=2) written straight to the lake, as another harness would.
-    With 8 items the exact sign-flip test can reach p = 1/256; with 4 it could not go below 1/16."""
+    With 8 items the exact sign-flip test can reach p = 1/256; with 4 it could not go below 1/16.
+    ``max_new_tokens`` records a readable generation config (gen_params) with that length."""
+    from quality.comparability import gen_identity
+    from quality.lake_tables import RESULTS, SWEEP_SUMMARY, conform
+
+    config, params = ("g", None) if max_new_tokens is None else gen_identity(
+        {"max_new_tokens": max_new_tokens, "temperature": 0.7, "top_p": 0.95, "prompt_format": "raw"})
     rows = pl.DataFrame({"checkpoint": checkpoint, "domain": "plug", "item_id": [f"plug-eval-{10000 + i}" for i in range(8)
                                                                              for _ in range(2)],
                          "sample_idx": [s for _ in range(8) for s in range(2)], "score": scores,
                          "completion": "", "latency_s": 0.1, "tokens": 1, "cluster_id": None,
-                         "gen_config": "g", "created_at": datetime.now(timezone.utc).isoformat()})
-    from quality.lake_tables import RESULTS, SWEEP_SUMMARY, conform
+                         "gen_config": config, "gen_params": params, "created_at": datetime.now(timezone.utc).isoformat()})
 
     lake.write_batch("results", {"checkpoint": checkpoint, "domain": "plug", "batch": "b1"}, {"part": conform(rows, RESULTS)})
-    summary = pl.DataFrame([{"checkpoint": checkpoint, "domain": "plug", "n": 8, "k": 2, "gen_config": "g"}])
+    summary = pl.DataFrame([{"checkpoint": checkpoint, "domain": "plug", "n": 8, "k": 2, "gen_config": config,
+                             "gen_params": params}])
     lake.write_batch("sweep_summary", {"checkpoint": checkpoint, "domain": "plug"}, {"part": conform(summary, SWEEP_SUMMARY)})
+
+
+def test_not_comparable_domain_fails_the_blocking_check_and_is_refused(env, assay_home):
+    """Champion swept at 64 tokens, candidate at 256: not compared, named, promotion refused."""
+    from assets.regression import champion_promotion, regression_report
+    from quality.promotion import PromotionDecision, apply_promotion, current_champion
+
+    lake = env
+    apply_promotion(lake, lake.mlflow_uri, PromotionDecision("base-tiny", None, True, "first champion"))
+    _write_fake_sweep(lake, "base-tiny", [1.0] * 16, max_new_tokens=64)
+    _write_fake_sweep(lake, "copy-step000001", [1.0] * 16, max_new_tokens=256)
+    (assay_home / "promotion.yaml").write_text("protected: [plug]\n")  # the team's policy file
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("checkpoint", ["copy-step000001"])
+        result = _materialize([regression_report, champion_promotion], "copy-step000001", instance, assay_home)
+    (check,) = result.get_asset_check_evaluations()
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+    assert check.metadata["not_comparable"].value == "plug (vs champion): max_new_tokens: 64 vs 256"
+    assert "plug not comparable" in check.metadata["blocking"].value
+    meta = result.asset_materializations_for_node("regression_report")[0].metadata
+    assert "NOT COMPARABLE: max_new_tokens: 64 vs 256" in meta["vs_champion"].value
+    assert f"source: {assay_home / 'promotion.yaml'}" in meta["promotion_policy"].value
+    assert "protected: plug" in meta["promotion_policy"].value
+    assert not result.asset_materializations_for_node("champion_promotion")  # blocked
+    assert current_champion(lake.mlflow_uri) == "base-tiny"
+    refusal = lake.read("promotions").filter(~pl.col("promoted")).row(0, named=True)
+    assert refusal["candidate"] == "copy-step000001" and "max_new_tokens: 64 vs 256" in refusal["reason"]
+    assert '"protected": ["plug"]' in refusal["policy"]
 
 
 @pytest.mark.slow
@@ -108,15 +142,18 @@ def _run_everything(lake, instance, assay_home):
     (check,) = second.get_asset_check_evaluations()
     assert check.check_name == "no_domain_regression" and check.passed
     assert current_champion(lake.mlflow_uri) == "copy-step000001"
-    assert lake.read("regression", where={"candidate": "copy-step000001"})["verdict"].to_list() == ["ok"]
+    # 4 items: a sign-flip test cannot go below 1/16, so `plug` (not protected) is underpowered, not "ok"
+    assert lake.read("regression", where={"candidate": "copy-step000001"})["verdict"].to_list() == ["underpowered"]
 
     # a candidate that lost every item of a protected domain: the blocking check stops promotion
     _write_fake_sweep(lake, "copy-step000001", [1.0] * 16)  # replace the champion's sweep: all solved
     instance.add_dynamic_partitions("checkpoint", ["bad-step000002"])
     _write_fake_sweep(lake, "bad-step000002", [0.0] * 16)
+    policy = assay_home / "strict.yaml"  # a policy file named by config
+    policy.write_text("protected: [plug]\ndefault_margin: 0.0\n")
     refused = _materialize([regression_report, champion_promotion], "bad-step000002", instance, assay_home,
-                           {"ops": {"regression_report": {"config": {"protected": ["plug"], "margin": 0.0}},
-                                    "champion_promotion": {"config": {"protected": ["plug"], "margin": 0.0}}}})
+                           {"ops": {"regression_report": {"config": {"policy_path": str(policy)}},
+                                    "champion_promotion": {"config": {"policy_path": str(policy)}}}})
     (check,) = refused.get_asset_check_evaluations()
     assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
     assert not refused.asset_materializations_for_node("champion_promotion")  # blocked

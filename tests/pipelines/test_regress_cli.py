@@ -53,3 +53,53 @@ def test_regress_cli_bad_input_exits_2(tmp_path, assay_home):
     assert proc.returncode == 2 and "no such file" in proc.stderr
     proc = run_cli("regress", "--baseline", str(good), "--candidate", str(good), "--margin", "x=abc")
     assert proc.returncode == 2 and "--margin" in proc.stderr
+
+
+def _tag(path, params: dict | None):
+    """Record a generation config in a results file, as the lake's results table does."""
+    from quality.comparability import gen_identity
+
+    frame = pl.read_parquet(path)
+    config, text = gen_identity(params) if params else (None, None)
+    frame.with_columns(pl.lit(config, dtype=pl.Utf8).alias("gen_config"),
+                       pl.lit(text, dtype=pl.Utf8).alias("gen_params")).write_parquet(path)
+    return path
+
+
+def test_regress_cli_refuses_files_with_different_generation_configs(tmp_path, assay_home):
+    rng = np.random.default_rng(3)
+    greedy = {"max_new_tokens": 64, "temperature": 0.0, "prompt_format": "raw"}
+    base = _tag(_write(tmp_path / "b.parquet", {"math": 0.0}, rng, n=30), greedy)
+    cand = _tag(_write(tmp_path / "c.parquet", {"math": 0.0}, rng, n=30),
+                {**greedy, "max_new_tokens": 256, "temperature": 0.7})
+    proc = run_cli("regress", "--baseline", str(base), "--candidate", str(cand), "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["assay: error: not comparable: domain 'math': max_new_tokens: 64 vs 256; temperature: 0.0 vs 0.7 "
+                     "(baseline vs candidate); compare results generated with the same config"]
+    # the same config on both sides compares as usual
+    same = _tag(_write(tmp_path / "s.parquet", {"math": 0.0}, rng, n=30), greedy)
+    assert run_cli("regress", "--baseline", str(base), "--candidate", str(same)).returncode == 0
+
+
+def test_regress_cli_shows_underpowered_and_follows_the_policy(tmp_path, assay_home):
+    rng = np.random.default_rng(4)
+    base = _write(tmp_path / "b.parquet", {"tiny": 0.0, "math": 0.0}, rng, n=4)  # 4 items per domain
+    cand = _write(tmp_path / "c.parquet", {"tiny": -0.3, "math": 0.0}, rng, n=4)
+    args = ("regress", "--baseline", str(base), "--candidate", str(cand), "--protected", "tiny")
+    proc = run_cli(*args, "--json")
+    payload = json.loads(proc.stdout)
+    tiny = next(d for d in payload["domains"] if d["domain"] == "tiny")
+    assert tiny["verdict"] == "underpowered" and tiny["underpowered"] is True and tiny["mde"] is None
+    # a protected domain that cannot show it did not regress blocks under the shipped policy
+    assert proc.returncode == 1 and any("tiny is underpowered" in b for b in payload["blocking"])
+    text = run_cli(*args).stdout
+    assert "UNDERPOWERED (smallest attainable p 0.062 > alpha 0.05)" in text and "  inf  " in text
+    # the team's policy file decides: allow lets it through
+    (assay_home / "promotion.yaml").write_text("on_underpowered: allow\n")
+    proc = run_cli(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["policy"]["source"] == str(assay_home / "promotion.yaml")
+    (assay_home / "promotion.yaml").write_text("on_underpowered: maybe\n")
+    proc = run_cli(*args)
+    assert proc.returncode == 2 and "on_underpowered: Input should be 'refuse' or 'allow'" in proc.stderr

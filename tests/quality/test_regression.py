@@ -153,3 +153,107 @@ def test_bad_input_is_refused_with_a_reason(mutate, message):
     frame = pl.DataFrame({"domain": ["a", "a"], "item_id": ["1", "2"], "sample_idx": [0, 0], "score": [1.0, 0.0]})
     with pytest.raises(RegressionInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         compare_results(frame, mutate(frame))
+
+
+# -- underpowered: a test that cannot reject at alpha says so, with an infinite MDE ---------------
+
+def _all_lost(clusters: int, per_cluster: int = 10, k: int = 4):
+    """Every item solved by the baseline and failed by the candidate: the largest possible drop."""
+    n = clusters * per_cluster
+    return np.ones(n), np.zeros(n), np.repeat(np.arange(clusters), per_cluster)
+
+
+@pytest.mark.parametrize("clusters, underpowered", [(2, True), (4, True), (5, False), (8, False)])
+def test_sign_flip_with_few_clusters_is_underpowered(clusters, underpowered):
+    b, c, labels = _all_lost(clusters)
+    t = paired_test(b, c, clusters=labels, k=4)
+    assert t.test.startswith("sign-flip")
+    assert t.p_min == pytest.approx(2.0 ** -clusters)   # exactly enumerated: 2^-m
+    assert t.p == pytest.approx(2.0 ** -clusters)       # the drop is as large as it gets
+    assert t.underpowered is underpowered
+    assert (t.mde == float("inf")) is underpowered     # never a finite MDE for a test that cannot reject
+
+
+def test_sign_flip_with_random_draws_reports_its_floor():
+    rng = np.random.default_rng(4)
+    b, c = rng.random(30), rng.random(30)
+    t = paired_test(b, c, k=4, method="permutation")  # 30 units > 16: random sign flips
+    assert t.p_min == pytest.approx(1 / 20_001) and not t.underpowered
+
+
+@pytest.mark.parametrize("discordant, underpowered", [(0, True), (4, True), (5, False)])
+def test_exact_mcnemar_with_few_discordant_pairs_is_underpowered(discordant, underpowered):
+    b = np.array([1.0] * discordant + [1.0] * 20)
+    c = np.array([0.0] * discordant + [1.0] * 20)  # all discordant pairs are losses
+    t = paired_test(b, c, margin=0.0, binary_single_sample=True)
+    assert t.test == "exact McNemar" and t.p_min == pytest.approx(0.5 ** discordant)
+    assert t.underpowered is underpowered and (t.mde == float("inf")) is underpowered
+
+
+@pytest.mark.parametrize("n, underpowered", [(4, True), (5, False)])
+def test_exact_unconditional_with_few_items_is_underpowered(n, underpowered):
+    from quality.regression import _exact_unconditional_p
+
+    t = paired_test(np.ones(n), np.zeros(n), margin=0.01, binary_single_sample=True)
+    assert t.test.startswith("exact unconditional")
+    # the closed form is the p of the most extreme table (every item lost), computed the long way
+    assert t.p_min == pytest.approx(_exact_unconditional_p(n, 0, n, 0.01), rel=1e-3)
+    assert t.underpowered is underpowered
+
+
+def test_t_without_a_variance_estimate_is_underpowered():
+    one_cluster = paired_test(np.ones(30), np.zeros(30), clusters=np.zeros(30), k=4, method="t")
+    assert one_cluster.df == 0 and one_cluster.p_min == 1.0 and one_cluster.underpowered
+    assert one_cluster.mde == float("inf")
+    many = paired_test(np.full(30, 0.6), np.full(30, 0.5) + np.linspace(-0.1, 0.1, 30), k=4, method="t")
+    assert many.p_min == 0.0 and not many.underpowered and np.isfinite(many.mde)
+
+
+def test_report_marks_underpowered_domains_with_null_mde():
+    rng = np.random.default_rng(6)
+    few = np.repeat(np.arange(3), 10)
+    base = pl.concat([_frame("few", np.full(30, 0.8), 4, rng, clusters=few),
+                      _frame("many", np.full(60, 0.5), 4, rng)])
+    cand = pl.concat([_frame("few", np.full(30, 0.1), 4, rng, clusters=few),
+                      _frame("many", np.full(60, 0.5), 4, rng)])
+    report = compare_results(base, cand, protected=["few"])
+    by = {d.domain: d for d in report.domains}
+    # a 70-point drop over 3 clusters: the sign-flip test cannot go below 1/8, so not "ok"
+    assert by["few"].verdict == "underpowered" and by["few"].underpowered
+    assert by["many"].verdict == "ok" and not by["many"].underpowered
+    payload = report.to_json()
+    few_json = next(d for d in payload["domains"] if d["domain"] == "few")
+    assert few_json["mde"] is None and few_json["underpowered"] is True and few_json["p_min"] == pytest.approx(1 / 8)
+    assert payload["summary"]["underpowered"] == 1
+    frame = report.to_frame()
+    row = frame.filter(pl.col("domain") == "few").row(0, named=True)
+    assert row["verdict"] == "underpowered" and row["underpowered"] and row["mde"] is None
+
+
+# -- comparability: different generation configs are listed, never compared ----------------------
+
+def test_different_generation_configs_are_not_comparable():
+    from quality.comparability import gen_identity
+
+    greedy64 = gen_identity({"max_new_tokens": 64, "temperature": 0.0, "top_p": 1.0, "prompt_format": "raw"})
+    sampled256 = gen_identity({"max_new_tokens": 256, "temperature": 0.7, "top_p": 1.0, "prompt_format": "raw"})
+    rng = np.random.default_rng(8)
+    p = np.full(50, 0.5)
+
+    def tagged(frame, config):
+        return frame.with_columns(pl.lit(config[0]).alias("gen_config"), pl.lit(config[1]).alias("gen_params"))
+
+    base = pl.concat([tagged(_frame("a", p, 2, rng), greedy64), tagged(_frame("b", p, 2, rng), greedy64)])
+    cand = pl.concat([tagged(_frame("a", p, 2, rng), sampled256), tagged(_frame("b", p, 2, rng), greedy64)])
+    report = compare_results(base, cand, protected=["a"])
+    assert [d.domain for d in report.domains] == ["b"]          # "a" is not silently compared
+    assert report.domains[0].gen_config == greedy64[0]
+    (nc,) = report.not_comparable
+    assert nc["domain"] == "a" and nc["protected"]
+    assert nc["difference"] == "max_new_tokens: 64 vs 256; temperature: 0.0 vs 0.7"
+    assert report.missing["protected_not_compared"] == []       # listed once, as not comparable
+    rows = report.to_frame().filter(pl.col("domain") == "a")
+    assert rows["verdict"].to_list() == ["not_comparable"] and rows["detail"][0] == nc["difference"]
+    # without recorded configs (another harness's files) both domains are compared as before
+    plain = compare_results(base.drop("gen_config", "gen_params"), cand.drop("gen_config", "gen_params"))
+    assert [d.domain for d in plain.domains] == ["a", "b"] and not plain.not_comparable

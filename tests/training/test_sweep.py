@@ -11,7 +11,9 @@ import pytest
 
 from domains import Domain
 from quality.lake import Lake
+from training.generation import prompt_format_id
 from training.sweep import SweepConfig, SweepError, checkpoint_results, pass_at_k, run_sweep, summarize
+from training.tiny_model import CHAT_TEMPLATE
 
 
 def _domain(name: str, n_items: int = 6, fail_on: set | None = None, clustered: bool = False) -> Domain:
@@ -50,12 +52,15 @@ def tiny_engine_factory(tiny_source):
 
 CFG = dict(max_new_tokens=8, batch_items=2, progress=False)
 
+# the tiny policy's prompt format (sweep_checkpoint reads it from the model folder)
+FMT = prompt_format_id(CHAT_TEMPLATE)
+
 
 def test_sweep_writes_results_and_summaries_then_reruns_from_cache(assay_home, tiny_engine_factory):
     lake = Lake.at(assay_home)
     domains = [_domain("alpha", clustered=True), _domain("beta", n_items=4)]
     before = len(tiny_engine_factory.calls)
-    first = run_sweep(lake, "base-tiny", domains, tiny_engine_factory, SweepConfig(**CFG))
+    first = run_sweep(lake, "base-tiny", domains, tiny_engine_factory, SweepConfig(**CFG), prompt_format=FMT)
     assert first.model_loaded and len(tiny_engine_factory.calls) == before + 1  # one load, all domains
     assert first.generated == 6 * 2 + 4 * 2 and first.cached == 0
     rows = lake.read("results", where={"checkpoint": "base-tiny"})
@@ -67,11 +72,11 @@ def test_sweep_writes_results_and_summaries_then_reruns_from_cache(assay_home, t
     alpha = first.domains[0].summary
     assert alpha["n"] == 6 and alpha["clusters"] == 3 and 0 <= alpha["mean"] <= 1 and alpha["tokens_per_s"] > 0
 
-    again = run_sweep(lake, "base-tiny", domains, tiny_engine_factory, SweepConfig(**CFG))
+    again = run_sweep(lake, "base-tiny", domains, tiny_engine_factory, SweepConfig(**CFG), prompt_format=FMT)
     assert again.generated == 0 and again.cached == 20 and not again.model_loaded
     assert [d.summary["mean"] for d in again.domains] == [d.summary["mean"] for d in first.domains]
 
-    more = run_sweep(lake, "base-tiny", domains[:1], tiny_engine_factory, SweepConfig(samples=3, **CFG))
+    more = run_sweep(lake, "base-tiny", domains[:1], tiny_engine_factory, SweepConfig(samples=3, **CFG), prompt_format=FMT)
     assert more.generated == 6 and more.cached == 12  # only the third sample of each item
     assert checkpoint_results(lake, "base-tiny", ["alpha"]).height == 18
 
@@ -80,10 +85,10 @@ def test_killed_sweep_resumes_without_redoing_committed_batches(assay_home, tiny
     lake = Lake.at(assay_home)
     domain = _domain("gamma", n_items=6, fail_on={"gamma-eval-4"})
     with pytest.raises(SweepError, match="gamma-eval-4"):
-        run_sweep(lake, "ck-step000001", [domain], tiny_engine_factory, SweepConfig(**CFG))
+        run_sweep(lake, "ck-step000001", [domain], tiny_engine_factory, SweepConfig(**CFG), prompt_format=FMT)
     committed = lake.read("results", where={"checkpoint": "ck-step000001"})
     assert committed.height == 8  # two batches of 2 items x K=2 committed before the crash
-    resumed = run_sweep(lake, "ck-step000001", [domain], tiny_engine_factory, SweepConfig(**CFG))
+    resumed = run_sweep(lake, "ck-step000001", [domain], tiny_engine_factory, SweepConfig(**CFG), prompt_format=FMT)
     assert resumed.generated == 4 and resumed.cached == 8
     assert lake.read("results", where={"checkpoint": "ck-step000001"}).height == 12
 
@@ -91,7 +96,7 @@ def test_killed_sweep_resumes_without_redoing_committed_batches(assay_home, tiny
 def test_limit_and_greedy_single_sample(assay_home, tiny_engine_factory):
     lake = Lake.at(assay_home)
     result = run_sweep(lake, "base-tiny", [_domain("delta", n_items=6)], tiny_engine_factory,
-                       SweepConfig(samples=1, limit=3, **CFG))
+                       SweepConfig(samples=1, limit=3, **CFG), prompt_format=FMT)
     assert result.generated == 3 and result.domains[0].summary["k"] == 1
     assert result.domains[0].summary["pass1"] == pytest.approx(result.domains[0].summary["mean"])
 
@@ -225,7 +230,9 @@ def test_sweep_checkpoint_logs_mlflow_and_promotion_moves_the_alias(tiny_home, m
     # the same weights with the same seeds: identical completions, no regression -> promoted
     report = compare_checkpoints(lake, "copy-step000001", "base-tiny", protected=["alpha"])
     assert {d.domain for d in report.domains} == {"alpha", "beta"}
-    assert all(d.delta == 0 and d.verdict == "ok" for d in report.domains)
+    assert all(d.delta == 0 for d in report.domains)
+    # beta's 4 items: a sign-flip test cannot go below 1/16, so it cannot see a drop at all
+    assert {d.domain: d.verdict for d in report.domains} == {"alpha": "ok", "beta": "underpowered"}
     assert lake.read("regression").height == 2
     decision = decide_promotion("copy-step000001", current_champion(uri), {"champion": report})
     assert decision.promoted
@@ -234,3 +241,26 @@ def test_sweep_checkpoint_logs_mlflow_and_promotion_moves_the_alias(tiny_home, m
     promotions = lake.read("promotions").sort("created_at")
     assert promotions["candidate"].to_list() == ["base-tiny", "copy-step000001"]
     assert promotions["previous_champion"].to_list() == [None, "base-tiny"]
+
+
+def test_sweep_records_its_generation_config_readably_and_keys_it_on_the_prompt_format(
+        assay_home, tiny_engine_factory, tiny_source):
+    import json
+
+    from training.generation import prompt_format_of_folder
+
+    lake = Lake.at(assay_home)
+    domain = _domain("eps", n_items=3)
+    result = run_sweep(lake, "base-tiny", [domain], tiny_engine_factory, SweepConfig(**CFG), prompt_format=FMT)
+    rows = lake.read("results", where={"checkpoint": "base-tiny", "domain": "eps"})
+    summary = lake.read("sweep_summary", where={"checkpoint": "base-tiny", "domain": "eps"}).row(0, named=True)
+    assert rows["gen_params"].n_unique() == 1 and rows["gen_params"][0] == summary["gen_params"]
+    assert json.loads(summary["gen_params"]) == {"max_new_tokens": 8, "temperature": 0.7, "top_p": 0.95, "top_k": 0,
+                                                 "stop": [], "prompt_format": FMT}
+    assert summary["gen_config"] == result.domains[0].summary["gen_config"] == rows["gen_config"][0]
+    # the model folder's tokenizer files name the template the engine applies, without a model load
+    assert prompt_format_of_folder(tiny_source) == FMT and FMT.startswith("chat:")
+    # another prompt format is another config: nothing is reused, and a key that does not match
+    # what the engine really does is refused rather than cached under the wrong name
+    with pytest.raises(SweepError, match="formats prompts as 'chat:"):
+        run_sweep(lake, "base-tiny", [domain], tiny_engine_factory, SweepConfig(**CFG), prompt_format="raw")

@@ -170,3 +170,56 @@ print(sorted(m for m in sys.modules if m.split('.')[0] in ('training', 'torch', 
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.fixture
+def verdicts_env(tmp_path, monkeypatch) -> dict:
+    """A lake whose comparison holds an underpowered and a not-comparable domain, and a team policy."""
+    import numpy as np
+
+    from quality.comparability import gen_identity
+    from quality.regression import compare_results
+
+    rng = np.random.default_rng(0)
+
+    def rows(domain, p, clusters=None, params=None):
+        config, text = gen_identity(params) if params else (None, None)
+        return pl.DataFrame([{"domain": domain, "item_id": f"{domain}-{i}", "sample_idx": s,
+                              "score": float(rng.random() < pi), "cluster_id": None if clusters is None else f"t{i % clusters}",
+                              "gen_config": config, "gen_params": text}
+                             for i, pi in enumerate(p) for s in range(2)],
+                            schema_overrides={"cluster_id": pl.Utf8, "gen_config": pl.Utf8, "gen_params": pl.Utf8})
+
+    greedy = {"max_new_tokens": 64, "temperature": 0.0, "prompt_format": "raw"}
+    base = pl.concat([rows("few", np.full(30, 0.9), 3), rows("wide", np.full(100, 0.5)), rows("gen", np.full(40, 0.5), params=greedy)])
+    cand = pl.concat([rows("few", np.full(30, 0.1), 3), rows("wide", np.full(100, 0.5)),
+                      rows("gen", np.full(40, 0.5), params={**greedy, "max_new_tokens": 256})])
+    report = compare_results(base, cand, protected=["few"], baseline_name="champ", candidate_name="cand")
+    home = tmp_path / "home"
+    Lake.at(home).write_batch("regression", {"candidate": "cand", "baseline": "champ"}, {"part": report.to_frame()})
+    (home / "promotion.yaml").write_text("protected: [few]\nblock_on: any\n")
+    monkeypatch.setenv("ASSAY_HOME", str(home))
+    monkeypatch.delenv("ASSAY_DOMAINS_PATH", raising=False)
+    return {"home": home, "report": report}
+
+
+def test_regressions_page_shows_underpowered_not_comparable_and_the_policy(verdicts_env):
+    at = _open("regressions")
+    table = at.dataframe[0].value.set_index("domain")
+    assert table.loc["few", "verdict"] == "underpowered" and table.loc["few", "MDE (pts)"] == float("inf")
+    assert table.loc["gen", "verdict"] == "not_comparable" and table.loc["gen", "detail"] == "max_new_tokens: 64 vs 256"
+    assert table.loc["wide", "verdict"] == "ok"
+    metrics = _metrics(at)
+    assert (metrics["Underpowered"], metrics["Not comparable"], metrics["Domains compared"]) == ("1", "1", "2")
+    panel = " ".join(m.value for m in at.expander[0].markdown)
+    assert f"source: {verdicts_env['home'] / 'promotion.yaml'}" in panel and "protected: few" in panel
+    assert "any BH-significant drop" in panel
+
+
+def test_domain_page_shows_an_infinite_mde_and_why_a_domain_is_not_comparable(verdicts_env):
+    at = _open("domain", domain="few")
+    metrics = _metrics(at)
+    assert metrics["Verdict"] == "UNDERPOWERED" and metrics["MDE"] == "∞"
+    at = _open("domain", domain="gen")
+    assert _metrics(at)["Verdict"] == "NOT COMPARABLE"
+    assert any("max_new_tokens: 64 vs 256" in w.value for w in at.warning)

@@ -42,15 +42,24 @@ if verdict is None:
     components.empty_state("No regression report covers this domain yet.")
 else:
     cols = st.columns(5)
-    label = {"ok": "OK", "warn": "WARN", "regression": "REGRESSION"}.get(verdict["verdict"], verdict["verdict"])
+    label = {"ok": "OK", "warn": "WARN", "regression": "REGRESSION", "underpowered": "UNDERPOWERED",
+             "not_comparable": "NOT COMPARABLE"}.get(verdict["verdict"], verdict["verdict"])
     cols[0].metric("Verdict", label)
     cols[1].metric("Δ score", components.pts(verdict["delta"]),
                    help=f"95% CI {components.pts(verdict['ci_low'])} to {components.pts(verdict['ci_high'])}")
-    cols[2].metric("MDE", components.pts(verdict["mde"], signed=False),
-                   help="minimum detectable effect of this comparison (80% power)")
+    if verdict.get("underpowered"):
+        cols[2].metric("MDE", "∞", help="the test cannot reject at alpha whatever the scores (smallest attainable "
+                                        f"p {verdict['p_min']:.3g}): no drop is detectable; sweep more items")
+    else:
+        cols[2].metric("MDE", components.pts(verdict["mde"], signed=False),
+                       help="minimum detectable effect of this comparison (80% power)")
     cols[3].metric("q (BH)", f"{verdict['q']:.3f}" if verdict["q"] is not None else "n/a",
                    help=f"p = {verdict['p']:.4f}" if verdict["p"] is not None else None)
     cols[4].metric("Items lost / gained", f"{verdict['items_lost']} / {verdict['items_gained']}")
+    if verdict["verdict"] == "not_comparable":
+        st.warning(f"**{verdict['candidate']}** and **{verdict['baseline']}** were swept on this domain under "
+                   f"different generation configs, so they were not compared: {verdict['detail']} "
+                   "(baseline vs candidate).")
     st.caption(f"**{verdict['candidate']}** vs champion **{verdict['baseline']}** · {verdict['test']} test · "
                f"n = {verdict['n']} items × k = {verdict['k']} samples · CI "
                f"{components.pts(verdict['ci_low'])} to {components.pts(verdict['ci_high'])}"

@@ -48,6 +48,10 @@ top[3].metric("Unchanged", counts["unchanged"], help="no significant drop and no
 top[4].metric("Gate failures (24 h)", failures_in_view,
               help="failed gate expectations evaluated in the last 24 hours, in the domains shown")
 
+unchecked = {"underpowered": counts["underpowered"], "not comparable": counts["not_comparable"]}
+if any(unchecked.values()):
+    st.caption(" · ".join(f"{n} {what}" for what, n in unchecked.items() if n) + " (no verdict either way: too few "
+               "items for the test to flag a drop, or swept under different generation configs)")
 if view["champion"]:
     st.caption(f"Champion: **{view['champion']}** · latest candidate: **{candidate or 'none'}** · "
                f"counts are for the latest candidate against the champion it was compared with")
