@@ -23,11 +23,11 @@ def admitted_rows(ctx: Any) -> pl.DataFrame:
     own = getattr(getattr(ctx, "domain", None), "name", None)
     key = ("admitted_rows", own, getattr(ctx, "replacing_batch", None))
     if key not in ctx.cache:
-        skip = None
+        # Lake.read, not the files themselves: it re-lists if a concurrent writer replaces a batch
+        frame = lake.read("ingest", "samples", columns=[*COLUMNS, "batch"])
+        if frame.is_empty():
+            frame = empty.with_columns(pl.lit(None, pl.Utf8).alias("batch"))
         if own and ctx.replacing_batch:
-            skip = {f"domain={own}", f"batch={ctx.replacing_batch}"}
-        frames = [pl.read_parquet(path, columns=list(COLUMNS))
-                  for path in lake.files("ingest", "samples")
-                  if not (skip and skip.issubset(path.parts))]
-        ctx.cache[key] = pl.concat(frames, how="vertical_relaxed") if frames else empty
+            frame = frame.filter((pl.col("domain") != own) | (pl.col("batch") != ctx.replacing_batch))
+        ctx.cache[key] = frame.select(COLUMNS)
     return ctx.cache[key]
