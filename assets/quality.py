@@ -104,7 +104,7 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
 def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: LakeResource,
                   mlflow: MlflowResource) -> dg.MaterializeResult:
     domain = get_registry().get(context.partition_key)
-    the_lake = lake.lake()
+    the_lake = lake.lake(write=True)
     result = evaluate_batch_gates(the_lake, domain)
     outcomes = dict(result.outcomes)
     selftest_outcomes, _ = _selftest(domain, config.selftest_samples)
@@ -160,7 +160,7 @@ def _append_selftest(the_lake, result: GateEvaluation, outcomes: list[Expectatio
 )
 def domain_train_set(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     domain = context.partition_key
-    the_lake = lake.lake()
+    the_lake = lake.lake(write=True)
     results = the_lake.read("gate_results", where={"domain": domain})
     if results.is_empty():
         raise dg.Failure(f"domain {domain!r} has no gate results: materialize gated_samples for it first")

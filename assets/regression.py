@@ -81,7 +81,7 @@ def regression_report(context: dg.AssetExecutionContext, config: RegressionConfi
     from quality.promotion import PromotionDecision, apply_promotion
 
     candidate = context.partition_key
-    the_lake = lake.lake()
+    the_lake = lake.lake(write=True)
     champion, reports = _reports(the_lake, mlflow.tracking_uri, candidate, config)
     metadata: dict = {"candidate": candidate, "champion": champion or "none yet", "anchor": config.anchor or "none"}
     regressions, warnings, missing = [], [], []
@@ -124,7 +124,7 @@ def champion_promotion(context: dg.AssetExecutionContext, config: PromotionConfi
     from quality.promotion import apply_promotion, decide_promotion
 
     candidate = context.partition_key
-    the_lake = lake.lake()
+    the_lake = lake.lake(write=True)
     champion, reports = _reports(the_lake, mlflow.tracking_uri, candidate, config)
     decision = decide_promotion(candidate, champion, reports)
     decision_id = apply_promotion(the_lake, mlflow.tracking_uri, decision)

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                  "seed": args.seed, "run_name": args.run_name}
     data.update({k: v for k, v in overrides.items() if v is not None})
     config = parse_config(data, str(path))
-    result = train(config, open_lake(), allow_generate=not args.require_train_set, progress=False,
+    result = train(config, open_lake(write=True), allow_generate=not args.require_train_set, progress=False,
                    log=lambda m: print(m, file=sys.stderr, flush=True))
     import torch.distributed as dist
 
