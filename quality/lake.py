@@ -100,11 +100,12 @@ def _check_part(key: str, value: str) -> str:
 @dataclass(frozen=True)
 class _Version:
     """A committed partition folder as a reader listed it: its path, which version of it (inode
-    and ctime, taken before listing its files) and its Parquet files."""
+    and ctime, taken before listing its files; None when the reader did not ask) and its Parquet
+    files."""
 
     table: str
     folder: Path
-    identity: tuple[int, int]
+    identity: tuple[int, int] | None
     files: tuple[str, ...]
 
     def unchanged(self) -> bool:
@@ -295,7 +296,7 @@ class Lake:
         import duckdb
 
         def attempt() -> pl.DataFrame:
-            versions = self._all_versions()
+            versions = self._all_versions(identify=True)
             views = _view_files(versions)
             named = {v for v in views if re.search(rf"(?<!\w){re.escape(v)}(?!\w)", query, re.IGNORECASE)}
             views = {v: f for v, f in views.items() if v in named} if named else views
@@ -317,12 +318,13 @@ class Lake:
 
         return self._retry("the lake", attempt)
 
-    def _all_versions(self) -> list[_Version]:
-        return [v for table in self.tables() for v in self._versions(table)]
+    def _all_versions(self, identify: bool = False) -> list[_Version]:
+        return [v for table in self.tables() for v in self._versions(table, identify=identify)]
 
-    def _versions(self, table: str, where: Mapping[str, Any] | None = None) -> list[_Version]:
+    def _versions(self, table: str, where: Mapping[str, Any] | None = None,
+                  identify: bool = False) -> list[_Version]:
         base = self.table_dir(table)
-        versions = _list_versions(table, base, must_exist=False)
+        versions = _list_versions(table, base, must_exist=False, identify=identify)
         if where:
             required = {_check_part(k, v) for k, v in where.items()}
             versions = [v for v in versions if required.issubset(v.folder.relative_to(base).parts)]
@@ -352,12 +354,12 @@ def _subfolders(folder: Path) -> list[Path]:
         return []
 
 
-def _list_versions(table: str, folder: Path, must_exist: bool) -> list[_Version]:
+def _list_versions(table: str, folder: Path, must_exist: bool, identify: bool) -> list[_Version]:
     """Committed partition folders under ``folder``, sorted. Hidden folders are skipped except a
     ``.replaced-*`` aside whose partition is absent: that is the committed version mid-replace.
     A folder that vanishes while being listed raises ``_Changed`` (a writer moved it: list again)."""
     try:
-        stat = os.stat(folder)  # before the listing: a swap after it shows as a changed identity
+        identity = _identity(os.stat(folder)) if identify else None  # before listing: a swap after it shows
         entries = list(os.scandir(folder))
     except FileNotFoundError:
         if must_exist:
@@ -381,13 +383,13 @@ def _list_versions(table: str, folder: Path, must_exist: bool) -> list[_Version]
                         asides[version.name] = (aside_time, Path(version.path))  # the newest aside wins
             continue
         if entry.is_dir(follow_symlinks=False):
-            versions.extend(_list_versions(table, Path(entry.path), must_exist=True))
+            versions.extend(_list_versions(table, Path(entry.path), True, identify))
         elif entry.name.endswith(".parquet") and entry.is_file(follow_symlinks=False):
             parquet.append(entry.name)
     for _, aside in asides.values():
-        versions.extend(_list_versions(table, aside, must_exist=True))
+        versions.extend(_list_versions(table, aside, True, identify))
     if parquet:
-        versions.append(_Version(table, folder, _identity(stat), tuple(sorted(parquet))))
+        versions.append(_Version(table, folder, identity, tuple(sorted(parquet))))
     return sorted(versions, key=lambda v: v.folder)
 
 
