@@ -60,7 +60,7 @@ def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig
     domains = registry.select(names=config.domains or None)
     sweep_config = SweepConfig(samples=config.samples, limit=config.limit, max_new_tokens=config.max_new_tokens,
                                temperature=config.temperature, batch_items=config.batch_items)
-    the_lake = lake.lake()
+    the_lake = lake.lake(write=True)
     result, run_id = sweep_checkpoint(the_lake, mlflow.tracking_uri, context.partition_key, domains,
                                       config=sweep_config, backend=config.backend, dtype=config.dtype,
                                       artifact_root=mlflow.artifact_root, log=context.log.info)

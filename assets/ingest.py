@@ -35,7 +35,7 @@ def domain_samples(context: dg.AssetExecutionContext, config: IngestConfig,
                    lake: LakeResource) -> dg.MaterializeResult:
     registry = get_registry()
     domain = registry.get(context.partition_key)
-    reports = ingest_generated(lake.lake(), domain, train_n=config.train_samples, seed=config.seed,
+    reports = ingest_generated(lake.lake(write=True), domain, train_n=config.train_samples, seed=config.seed,
                                all_domains=list(registry))
     reasons: dict[str, int] = {}
     for report in reports.values():

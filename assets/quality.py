@@ -109,7 +109,7 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
 def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: LakeResource,
                   mlflow: MlflowResource) -> dg.MaterializeResult:
     domain = get_registry().get(context.partition_key)
-    the_lake = lake.lake()
+    the_lake = lake.lake(write=True)
     selftest_outcomes, _ = _selftest(domain, config.selftest_samples)
     result = evaluate_batch_gates(the_lake, domain, extra_outcomes={"selftest": selftest_outcomes})
     outcomes = dict(result.outcomes)
@@ -155,7 +155,7 @@ def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: L
 )
 def domain_train_set(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     domain = context.partition_key
-    the_lake = lake.lake()
+    the_lake = lake.lake(write=True)
     latest = gate_history.latest_verdict(the_lake, domain)
     if latest is None:
         raise dg.Failure(f"domain {domain!r} has no gate results: materialize gated_samples for it first")

@@ -108,7 +108,7 @@ def regression_report(context: dg.AssetExecutionContext, config: RegressionConfi
     from quality.promotion_policy import blocking_reasons
 
     candidate = context.partition_key
-    the_lake = lake.lake()
+    the_lake = lake.lake(write=True)
     active = _policy(the_lake, config)
     champion, reports = _compare(the_lake, mlflow.tracking_uri, candidate, config, active)
     metadata: dict = {"candidate": candidate, "champion": champion or "none yet", "anchor": config.anchor or "none",
@@ -158,7 +158,7 @@ def champion_promotion(context: dg.AssetExecutionContext, config: PromotionConfi
     from quality.promotion import apply_promotion, decide_promotion
 
     candidate = context.partition_key
-    the_lake = lake.lake()
+    the_lake = lake.lake(write=True)
     active = _policy(the_lake, config)
     champion, reports = _compare(the_lake, mlflow.tracking_uri, candidate, config, active)
     decision = apply_promotion(the_lake, mlflow.tracking_uri, decide_promotion(candidate, champion, reports, active))

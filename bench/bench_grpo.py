@@ -50,7 +50,7 @@ def run_assay(home: Path, steps: int, fast: bool) -> dict:
         "train_samples_per_domain": 64, "rollout_dtype": "bfloat16" if fast else "float32",
         "deepspeed": {"zero_stage": 0, "precision": "fp32", "autocast_bf16": fast},
     })
-    result = train(config, open_lake(home), allow_generate=True, progress=False, log=lambda m: None)
+    result = train(config, open_lake(home, write=True), allow_generate=True, progress=False, log=lambda m: None)
     rows = [h for h in result.history if h["domain"] == "_all"][1:]  # drop the warm-up step
     seconds = [h["step_s"] for h in rows]
     tokens = [h["tokens_per_s"] * h["step_s"] for h in rows]
@@ -158,7 +158,7 @@ def run_learning(steps: int, learning_rate: float | None, home: Path, prompts_pe
     config = load_recipe("smollm2", max_steps=steps, domains=[DOMAIN], learning_rate=learning_rate,
                          prompts_per_step=prompts_per_step)
     began = time.perf_counter()
-    result = train(config, open_lake(home), allow_generate=True, progress=True, log=print,
+    result = train(config, open_lake(home, write=True), allow_generate=True, progress=True, log=print,
                    time_budget_s=max_minutes * 60 if max_minutes else None)
     train_s = time.perf_counter() - began
     after = greedy_accuracy(result.checkpoint_path, items, home)

@@ -174,7 +174,7 @@ def run_demo(options: DemoOptions) -> dict:
 
     names = select_domains(options.domains)
     home = resolve_home()
-    lake = open_lake(home)
+    lake = open_lake(home, write=True)
     started = time.monotonic()
     options.log(f"assay demo: {len(names)} domains, {options.train_samples} train rows each; data under {home}")
     outcomes = run_ingest_stage(names, options)

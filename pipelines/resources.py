@@ -20,7 +20,11 @@ class LakeResource(dg.ConfigurableResource):
 
     home: str
 
-    def lake(self) -> Lake:
+    def lake(self, write: bool = False) -> Lake:
+        """The lake; an asset that writes asks ``write=True`` (creates the folder, cleans up after
+        dead writers). Reading touches nothing on disk."""
+        if not write:
+            return Lake(resolve_home(self.home))
         lake = Lake.at(self.home)
         lake.recover()
         return lake

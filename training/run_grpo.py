@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from training.data import TrainingDataError
 
     try:
-        result = train(config, open_lake(), allow_generate=not args.require_train_set, progress=False,
+        result = train(config, open_lake(write=True), allow_generate=not args.require_train_set, progress=False,
                        log=lambda m: print(m, file=sys.stderr, flush=True))
     except TrainingDataError as exc:  # one line a caller can show as is (the Dagster asset does)
         print(f"error: {exc}", file=sys.stderr, flush=True)

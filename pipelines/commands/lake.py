@@ -67,7 +67,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise CliError(f"no such file: {path}")
     try:
-        report = ingest_file(open_lake(), domain, path, all_domains=list(registry))
+        report = ingest_file(open_lake(write=True), domain, path, all_domains=list(registry))
     except (UnsupportedFormat, FileNotFoundError) as exc:
         raise CliError(str(exc)) from None
 

@@ -61,7 +61,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if not domains:
         raise CliError("no domains selected: check --domains/--tag (see `assay domains list`)")
-    lake = open_lake()
+    lake = open_lake(write=True)
     # MLflow 3.17 resolves LoggedModels for model versions through the global tracking URI: make
     # it this lake's store, or registering the base pseudo-checkpoint looks in ./mlflow.db.
     os.environ.setdefault("MLFLOW_TRACKING_URI", lake.mlflow_uri)

@@ -70,7 +70,7 @@ def run_train(args: argparse.Namespace) -> int:
         notes.append(message)
         print(message, file=sys.stderr)
 
-    lake = open_lake()
+    lake = open_lake(write=True)
     try:
         result = train(config, lake, allow_generate=True, registry=registry, log=log,
                        progress=not args.no_progress and not args.json,

@@ -28,14 +28,12 @@ def admitted_rows(ctx: Any) -> pl.DataFrame:
     if key not in ctx.cache:
         from quality.gate_history import BATCH_KEY, rejected_batches
 
-        skip = None
+        # Lake.read, not the files themselves: it re-lists if a concurrent writer replaces a batch
+        rows = lake.read("ingest", "samples", columns=[*COLUMNS, "ingested_at"])
+        if rows.is_empty():
+            rows = empty.with_columns(pl.lit(None, pl.Utf8).alias("ingested_at"))
         if own and ctx.replacing_batch:
-            skip = {f"domain={own}", f"batch={ctx.replacing_batch}"}
-        frames = [pl.read_parquet(path, columns=[*COLUMNS, "ingested_at"])
-                  for path in lake.files("ingest", "samples")
-                  if not (skip and skip.issubset(path.parts))]
-        rows = pl.concat(frames, how="vertical_relaxed") if frames else empty.with_columns(
-            pl.lit(None, pl.Utf8).alias("ingested_at"))
+            rows = rows.filter((pl.col("domain") != own) | (pl.col("batch") != ctx.replacing_batch))
         rejected = rejected_batches(lake)
         if rejected.height and rows.height:
             rows = rows.join(rejected, on=["domain", *BATCH_KEY], how="anti")
