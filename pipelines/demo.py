@@ -61,6 +61,19 @@ def select_domains(spec: str) -> list[str]:
     return names
 
 
+def check_training_choice(options: DemoOptions, names: list[str]) -> None:
+    """Refuse a bad --recipe or --train-domain before the ingest stage spends minutes."""
+    from training.config import load_recipe
+
+    get_registry().get(options.train_domain)  # UnknownDomainError with the known names
+    if options.train_domain not in names:
+        raise ValueError(f"--train-domain {options.train_domain!r} is not among the demo's domains "
+                         f"(--domains {options.domains}): add it to --domains or choose one of "
+                         f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
+    # parses and validates the whole recipe (name, keys, values): RecipeError is a ValueError
+    load_recipe(options.recipe, domains=[options.train_domain], max_steps=options.steps or None)
+
+
 _INSTANCE = None
 
 
@@ -173,6 +186,8 @@ def run_demo(options: DemoOptions) -> dict:
     from quality.lake import resolve_home
 
     names = select_domains(options.domains)
+    if not options.skip_training:
+        check_training_choice(options, names)
     home = resolve_home()
     lake = open_lake(home)
     started = time.monotonic()
