@@ -49,3 +49,22 @@ def test_demo_prints_progress_and_summary_and_writes_dagster_events_to_a_file(as
     assert sorted(r.job_name for r in runs) == ["checkpoint_evaluation_job", "checkpoint_evaluation_job",
                                                 "domain_pipeline_job", "training_job"]
     assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--domains", "math_arith_easy,mathh"), "unknown domain 'mathh'"),
+    (("--domains", "math_arith_easy", "--train-domain", "gsm"), "--train-domain 'gsm' is not among the demo's domains"),
+    (("--domains", "math_arith_easy", "--recipe", "huge"), "unknown recipe 'huge'"),
+    (("--domains", "math_arith_easy", "--recipe", "tiny", "--steps", "2", "--train-domain", "math_arith_eesy"),
+     "unknown domain 'math_arith_eesy'"),
+])
+def test_demo_refuses_bad_names_before_any_stage_runs(assay_home, args, message):
+    import time
+
+    started = time.monotonic()
+    out = run_cli("demo", *args, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    [line] = [line for line in out.stderr.splitlines() if line.startswith("assay: error")]
+    assert message in line
+    assert time.monotonic() - started < 30
+    assert not (assay_home / "lake").exists() and not list((assay_home / "dagster").iterdir())

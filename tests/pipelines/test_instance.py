@@ -154,3 +154,33 @@ def test_queued_training_runs_launch_one_at_a_time(dagster_dir):
             launched = instance.run_launcher.queue()
     assert statuses == ["QUEUED", "STARTING"], statuses
     assert len(launched) == 1
+
+
+def test_slots_of_a_killed_in_process_run_are_released(dagster_dir):
+    """A demo killed mid-step (SIGKILL, OOM) leaves its run STARTED and its pool slot claimed, which
+    would block that pool for good. The next Assay start ends such runs and frees their slots; a
+    live process's run is left alone."""
+    import socket
+
+    from dagster._core.test_utils import create_run_for_test
+
+    from pipelines.instance import HOST_TAG, PID_START_TAG, PID_TAG, own_run_tags
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with dg.DagsterInstance.from_config(str(dagster_home())) as instance:
+        prepare_instance(instance, note=lambda _: None)
+        storage = instance.event_log_storage
+        killed = create_run_for_test(instance, job_name="training_job", status=dg.DagsterRunStatus.STARTED,
+                                     tags={HOST_TAG: socket.gethostname(), PID_TAG: str(dead.pid), PID_START_TAG: "1"})
+        alive = create_run_for_test(instance, job_name="training_job", status=dg.DagsterRunStatus.STARTED,
+                                    tags=own_run_tags())
+        assert storage.claim_concurrency_slot(POOL_TRAINER, killed.run_id, "policy_checkpoint").is_claimed
+        assert not storage.claim_concurrency_slot(POOL_TRAINER, alive.run_id, "policy_checkpoint").is_claimed
+
+        notes = []
+        prepare_instance(instance, note=notes.append)
+        assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(alive.run_id).status == dg.DagsterRunStatus.STARTED
+        assert storage.get_concurrency_info(POOL_TRAINER).active_run_ids <= {alive.run_id}
+        assert any(killed.run_id[:8] in n for n in notes)
