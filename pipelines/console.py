@@ -50,7 +50,11 @@ def stdout_for_result_only() -> Iterator[IO[str]]:
     saved_fd = None
     if fd == 1:
         saved_fd = os.dup(1)  # not inherited by subprocesses (PEP 446): children see only stderr
-        os.dup2(sys.stderr.fileno(), 1)
+        try:
+            stderr_fd = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):  # sys.stderr replaced by an in-memory stream
+            stderr_fd = 2
+        os.dup2(stderr_fd, 1)
         result = os.fdopen(saved_fd, "w", encoding=original.encoding or "utf-8",
                            errors=getattr(original, "errors", None) or "strict")
     else:

@@ -141,3 +141,26 @@ def test_noise_from_python_c_and_children_goes_to_stderr():
     assert out.stdout == '{\n  "ok": 1\n}\nafter\n'
     for noise in ("noise-print", "noise-logging", "noise-fd1", "noise-child", "noise-buffered"):
         assert noise in out.stderr, (noise, out.stderr)
+
+
+def test_in_process_main_writes_the_result_to_the_callers_stdout(capsys, assay_home):
+    """Embedded use (sys.stdout is not fd 1, as under capsys): the result still reaches the
+    caller's sys.stdout, noise printed meanwhile goes to stderr, and sys.stdout is restored."""
+    import pipelines.commands.domains as domains_command
+    from pipelines.cli import main
+
+    before = sys.stdout
+    original = domains_command.list_domains
+
+    def noisy(args):
+        print("noise-print")
+        return original(args)
+
+    domains_command.list_domains = noisy
+    try:
+        code = main(["domains", "list", "--json"])
+    finally:
+        domains_command.list_domains = original
+    captured = capsys.readouterr()
+    assert code == 0 and sys.stdout is before
+    assert json.loads(captured.out)[0]["name"] and "noise-print" in captured.err
