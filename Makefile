@@ -45,9 +45,10 @@ test: test-deps ## set up and run the whole test suite (slow and browser tests i
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
-ui: install ## Dagster UI on http://localhost:3000
+ui: install ## Dagster UI on http://localhost:3000 (runs queue: one trainer, sweeps limited by cores)
+	# pipelines.instance writes/upgrades dagster.yaml and sets the pool limits before the daemon starts
 	DAGSTER_HOME=$${DAGSTER_HOME:-$${ASSAY_HOME:-$$(pwd)/.assay}/dagster} && mkdir -p $$DAGSTER_HOME && \
-	  export DAGSTER_HOME && $(BIN)/dagster dev -w workspace.yaml
+	  export DAGSTER_HOME && $(BIN)/python -m pipelines.instance && $(BIN)/dagster dev -w workspace.yaml
 
 dashboard: install ## Streamlit dashboard on http://localhost:8501
 	$(BIN)/streamlit run ui/app.py --server.headless true --server.address localhost

@@ -12,6 +12,7 @@ from typing import Optional
 import dagster as dg
 
 from domains import get_registry
+from pipelines.instance import POOL_SWEEP
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource
 
@@ -49,6 +50,7 @@ def _markdown(rows: list[dict]) -> str:
     partitions_def=checkpoint_partitions,
     group_name="evaluation",
     kinds={"torch", "parquet", "mlflow"},
+    pool=POOL_SWEEP,  # sweeps limited by cores across all runs (pipelines.instance)
     description="Benchmark sweep of one checkpoint on every domain's eval items (K samples per item, "
                 "cached per item; resumable), with per-domain mean, pass@k, clustered SE and 95% CI.",
 )

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from domains import get_registry
+from pipelines.instance import POOL_INGEST
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource
 from quality.ingest import ingest_generated
@@ -28,6 +29,7 @@ def _markdown_table(rows: list[dict], columns: list[str], width: int = 80) -> st
     partitions_def=domain_partitions,
     group_name="ingest",
     kinds={"parquet", "polars"},
+    pool=POOL_INGEST,
     description="A domain's generated samples (train + eval) after the row gates; quarantined "
                 "rows are kept with their reasons.",
 )

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from domains import get_registry
+from pipelines.instance import POOL_INGEST
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource, MlflowResource
 from quality import gate_history
@@ -100,6 +101,7 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
     group_name="quality",
     deps=["domain_samples"],
     kinds={"great_expectations", "parquet"},
+    pool=POOL_INGEST,
     check_specs=[dg.AssetCheckSpec(name, asset="gated_samples", blocking=True,
                                    description=f"{gate} gate (blocking: a critical failure stops training on the domain)")
                  for gate, name in GATE_CHECKS.items()],

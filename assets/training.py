@@ -23,6 +23,7 @@ from typing import Optional
 
 import dagster as dg
 
+from pipelines.instance import POOL_TRAINER
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource, PolicyResource
 
@@ -73,6 +74,7 @@ def _history_table(history: list[dict]) -> str:
     group_name="training",
     deps=["domain_train_set"],
     kinds={"deepspeed", "torch", "mlflow"},
+    pool=POOL_TRAINER,  # one GRPO run at a time across all runs (pipelines.instance)
     description="GRPO (DeepSpeed, KL to the frozen reference) on the gated train sets of the chosen "
                 "domains; registers the checkpoint in MLflow and as a checkpoint partition.",
 )

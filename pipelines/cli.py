@@ -7,6 +7,10 @@ command handlers, never here, so ``assay --help`` stays instant.
 
 Exit codes: 0 success, 1 the command ran and found a problem (a failed check, a regression),
 2 bad input (unknown domain, missing file, unsupported format, invalid option).
+
+stdout holds the command's result only (one JSON document with ``--json``, else the text for a
+person); progress, notes, warnings and every third-party library's output go to stderr
+(:mod:`pipelines.console`).
 """
 
 from __future__ import annotations
@@ -30,12 +34,16 @@ class CliError(Exception):
 
 
 def emit(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] | None = None) -> None:
-    """Print ``payload`` as one JSON document with ``--json``, else as text for a person."""
+    """Print ``payload`` on the real stdout: one JSON document with ``--json``, else text for a person."""
+    from pipelines.console import result_stream
+
+    out = result_stream()
     if getattr(args, "json", False):
-        json.dump(payload, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        json.dump(payload, out, indent=2, default=str)
+        out.write("\n")
     else:
-        print(human(payload) if human else json.dumps(payload, indent=2, default=str))
+        print(human(payload) if human else json.dumps(payload, indent=2, default=str), file=out)
+    out.flush()
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
@@ -68,8 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return EXIT_USAGE if argv is None or list(argv) else EXIT_OK
+    from pipelines.console import stdout_for_result_only
+
     try:
-        return int(handler(args) or EXIT_OK)
+        with stdout_for_result_only():
+            return int(handler(args) or EXIT_OK)
     except CliError as exc:
         print(f"assay: error: {exc}", file=sys.stderr)
         return exc.code

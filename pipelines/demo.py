@@ -9,6 +9,10 @@ Stages, each a real Dagster run recorded in the instance under ``$ASSAY_HOME/dag
 4. compare them per domain, then promote the candidate or refuse;
 5. print a per-domain summary and where to look next.
 
+On the console: one progress line per stage (and tqdm bars for the long ones) on stderr, the summary
+on stdout. Dagster's own event stream (DEBUG and up) goes to ``$ASSAY_HOME/logs/demo-<time>-<pid>.log``
+(:mod:`pipelines.event_log`), named at the start and the end.
+
 Defaults are sized to finish in minutes on a 2-core CPU; flags scale every stage up.
 """
 
@@ -61,73 +65,99 @@ def select_domains(spec: str) -> list[str]:
     return names
 
 
-_INSTANCE = None
+def check_training_choice(options: DemoOptions, names: list[str]) -> None:
+    """Refuse a bad --recipe or --train-domain before the ingest stage spends minutes."""
+    from training.config import load_recipe
+
+    get_registry().get(options.train_domain)  # UnknownDomainError with the known names
+    if options.train_domain not in names:
+        raise ValueError(f"--train-domain {options.train_domain!r} is not among the demo's domains "
+                         f"(--domains {options.domains}): add it to --domains or choose one of "
+                         f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
+    # parses and validates the whole recipe (name, keys, values): RecipeError is a ValueError
+    load_recipe(options.recipe, domains=[options.train_domain], max_steps=options.steps or None)
 
 
-def _instance():
-    """The persistent Dagster instance under ``$DAGSTER_HOME`` (default ``$ASSAY_HOME/dagster``),
-    so `make ui` shows the demo's runs afterwards."""
-    global _INSTANCE
-    if _INSTANCE is None:
-        import dagster as dg
+class JobRunner:
+    """Runs jobs in this process on the persistent Dagster instance under ``$DAGSTER_HOME`` (default
+    ``$ASSAY_HOME/dagster``, queued with pool limits: :mod:`pipelines.instance`), so `make ui` shows
+    the demo's runs afterwards. Their event stream goes to ``event_log``, not the console."""
 
-        from pipelines.settings import dagster_home
+    def __init__(self, event_log, log: Callable[[str], None]):
+        from pipelines.instance import open_instance
 
-        _INSTANCE = dg.DagsterInstance.from_config(str(dagster_home()))
-    return _INSTANCE
+        self.instance = open_instance()
+        self.event_log = event_log
+        self.log = log
+
+    def _wait_notice(self, job) -> None:
+        """Say so when a pool this job needs is full (e.g. `make ui` is sweeping): the run waits."""
+        for pool in sorted({n.definition.pool for n in job.graph.nodes if getattr(n.definition, "pool", None)}):
+            info = self.instance.event_log_storage.get_concurrency_info(pool)
+            if info.slot_count and info.active_slot_count >= info.slot_count:
+                holders = ", ".join(sorted(r[:8] for r in info.active_run_ids))
+                self.log(f"  waiting: pool '{pool}' is full ({info.active_slot_count}/{info.slot_count} in use "
+                         f"by run {holders}); this stage starts when a slot frees")
+
+    def run(self, job_name: str, *, run_config: dict | None = None, partition_key: str | None = None) -> dict:
+        """Execute one job run, recorded in the instance; summarise it."""
+        from pipelines.definitions import defs
+        from pipelines.instance import own_run_tags
+
+        job = self.event_log.job(defs.resolve_job_def(job_name))
+        self._wait_notice(job)
+        started = time.monotonic()
+        result = job.execute_in_process(
+            run_config=self.event_log.run_config(run_config), instance=self.instance, partition_key=partition_key,
+            raise_on_error=False, tags=own_run_tags())
+        outcome: dict = {"run_id": result.run_id, "success": result.success,
+                         "seconds": round(time.monotonic() - started, 2), "failed_checks": [], "errors": []}
+        for event in result.all_events:
+            if event.event_type_value == "ASSET_MATERIALIZATION":
+                materialization = event.event_specific_data.materialization
+                outcome[materialization.asset_key.to_user_string()] = {
+                    k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
+            elif event.event_type_value == "ASSET_CHECK_EVALUATION":
+                data = event.event_specific_data
+                if not data.passed:
+                    outcome["failed_checks"].append(f"{data.check_name} ({data.severity.value})")
+            elif event.event_type_value == "STEP_FAILURE":
+                error = event.event_specific_data.error
+                outcome["errors"].append(f"{event.step_key}: {error.message.strip().splitlines()[-1] if error else '?'}")
+        return outcome
 
 
-def _run_job(job_name: str, *, run_config: dict | None = None, partition_key: str | None = None) -> dict:
-    """Execute one job run in this process, recorded in the Dagster instance; summarise it."""
-    from pipelines.definitions import defs
-
-    started = time.monotonic()
-    result = defs.resolve_job_def(job_name).execute_in_process(
-        run_config=run_config or {}, instance=_instance(), partition_key=partition_key, raise_on_error=False)
-    outcome: dict = {"run_id": result.run_id, "success": result.success,
-                     "seconds": round(time.monotonic() - started, 2), "failed_checks": [], "errors": []}
-    for event in result.all_events:
-        if event.event_type_value == "ASSET_MATERIALIZATION":
-            materialization = event.event_specific_data.materialization
-            outcome[materialization.asset_key.to_user_string()] = {
-                k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
-        elif event.event_type_value == "ASSET_CHECK_EVALUATION":
-            data = event.event_specific_data
-            if not data.passed:
-                outcome["failed_checks"].append(f"{data.check_name} ({data.severity.value})")
-        elif event.event_type_value == "STEP_FAILURE":
-            error = event.event_specific_data.error
-            outcome["errors"].append(f"{event.step_key}: {error.message.strip().splitlines()[-1] if error else '?'}")
-    return outcome
-
-
-def run_ingest_stage(names: list[str], options: DemoOptions) -> dict[str, dict]:
+def run_ingest_stage(runner: JobRunner, names: list[str], options: DemoOptions) -> dict[str, dict]:
     """``domain_pipeline_job`` for each domain partition: ingest, gates, train set."""
     from tqdm import tqdm
 
     config = {"ops": {"domain_samples": {"config": {"train_samples": options.train_samples}}}}
     outcomes = {}
-    for name in tqdm(names, desc="ingest + gates", unit="domain", file=sys.stderr):
-        outcomes[name] = _run_job("domain_pipeline_job", run_config=config, partition_key=name)
+    bar = tqdm(names, desc="  ingest + gates", unit="domain", file=sys.stderr, leave=False)
+    for name in bar:
+        bar.set_postfix_str(name)
+        outcome = outcomes[name] = runner.run("domain_pipeline_job", run_config=config, partition_key=name)
+        problems = outcome["failed_checks"] + outcome["errors"]
+        if problems:
+            bar.write(f"  {name}: blocked: {'; '.join(problems)}", file=sys.stderr)
+    bar.close()
     return outcomes
 
 
-def run_training_stage(options: DemoOptions) -> dict:
+def run_training_stage(runner: JobRunner, options: DemoOptions) -> dict:
     """``training_job``: GRPO on the train domain's gated train set; returns the run summary."""
     config = {"ops": {"policy_checkpoint": {"config": {
         "recipe": options.recipe, "domains": [options.train_domain], "steps": options.steps}}}}
-    return _run_job("training_job", run_config=config)
+    return runner.run("training_job", run_config=config)
 
 
-def run_evaluation_stage(checkpoint: str, names: list[str], options: DemoOptions) -> dict:
+def run_evaluation_stage(runner: JobRunner, checkpoint: str, names: list[str], options: DemoOptions) -> dict:
     """``checkpoint_evaluation_job`` for one checkpoint: sweep, regression report, promotion."""
-    _instance().add_dynamic_partitions("checkpoint", [checkpoint])
+    runner.instance.add_dynamic_partitions("checkpoint", [checkpoint])
     sweep = {"domains": names, "samples": options.sweep_samples, "limit": options.sweep_items,
              "max_new_tokens": options.max_new_tokens}
-    return _run_job("checkpoint_evaluation_job", partition_key=checkpoint,
-                    run_config={"ops": {"checkpoint_sweep": {"config": sweep}}})
-
-
+    return runner.run("checkpoint_evaluation_job", partition_key=checkpoint,
+                      run_config={"ops": {"checkpoint_sweep": {"config": sweep}}})
 
 
 def _ingest_lines(outcomes: dict[str, dict]) -> list[str]:
@@ -169,16 +199,34 @@ def _comparison_lines(lake, candidate: str, baseline: str) -> list[str]:
 
 
 def run_demo(options: DemoOptions) -> dict:
+    from pipelines.event_log import EventLogFile
     from pipelines.settings import open_lake
     from quality.lake import resolve_home
 
     names = select_domains(options.domains)
+    if not options.skip_training:
+        check_training_choice(options, names)
     home = resolve_home()
     lake = open_lake(home, write=True)
+    with EventLogFile(home, "demo") as event_log:
+        options.log(f"assay demo: {len(names)} domains, {options.train_samples} train rows each; data under {home}")
+        options.log(f"Dagster's event log for these runs: {event_log.path}")
+        result = _run_stages(JobRunner(event_log, options.log), lake, names, options)
+    result["event_log"] = str(event_log.path)
+    result["text"] += f"\n  less {event_log.path}   every Dagster event of these runs (DEBUG and up)"
+    options.log(f"done; Dagster's event log: {event_log.path}")
+    return result
+
+
+def _run_stages(runner: JobRunner, lake, names: list[str], options: DemoOptions) -> dict:
+    log = options.log
+    home = lake.home
+    stages = 1 if options.skip_training else 3
     started = time.monotonic()
-    options.log(f"assay demo: {len(names)} domains, {options.train_samples} train rows each; data under {home}")
-    outcomes = run_ingest_stage(names, options)
+    log(f"[1/{stages}] ingest + quality gates for {len(names)} domain(s) (domain_pipeline_job per domain)")
+    outcomes = run_ingest_stage(runner, names, options)
     passed = [n for n, o in outcomes.items() if o["success"] and not o["failed_checks"]]
+    log(f"      {len(passed)}/{len(names)} domains passed their gates ({time.monotonic() - started:.0f} s)")
     lines = ["", "== 1. Ingest and quality gates (domain_pipeline_job per domain) =="] + _ingest_lines(outcomes)
     lines.append(f"{len(passed)}/{len(names)} domains passed their gates")
     result: dict = {"ok": True, "domains": outcomes}
@@ -186,24 +234,32 @@ def run_demo(options: DemoOptions) -> dict:
     if not options.skip_training:
         if options.train_domain not in passed:
             raise ValueError(f"cannot train on {options.train_domain!r}: its gates did not pass (see above)")
-        options.log(f"training {options.recipe} with GRPO for {options.steps} steps on {options.train_domain}")
-        training = run_training_stage(options)
+        log(f"[2/{stages}] GRPO training: {options.recipe}, {options.steps} steps on {options.train_domain} (training_job)")
+        training = run_training_stage(runner, options)
         result["training"] = training
         meta = training.get("policy_checkpoint", {})
         if not training["success"] or "checkpoint" not in meta:
             result["ok"] = False
+            log(f"      training FAILED after {training['seconds']:.0f} s: {'; '.join(training['errors'])}")
             lines += ["", "== 2. Training FAILED ==", *training["errors"]]
         else:
             candidate = meta["checkpoint"]
+            log(f"      checkpoint {candidate}, final reward {meta.get('final_reward')} ({training['seconds']:.0f} s)")
             lines += ["", f"== 2. GRPO training ({options.recipe}, {meta.get('steps')} steps on {options.train_domain}) ==",
                       f"checkpoint {candidate}; final reward {meta.get('final_reward')}; "
                       f"{meta.get('seconds', 0):.0f} s; MLflow run {meta.get('mlflow_run_id')}"]
             from training.checkpoints import ensure_base_checkpoint
 
             base = ensure_base_checkpoint(options.recipe, lake, lake.mlflow_uri).checkpoint
-            options.log(f"sweeping {base} and {candidate} on {len(passed)} domains "
-                        f"({options.sweep_items} items x K={options.sweep_samples}, {options.max_new_tokens} new tokens)")
-            evaluations = {ckpt: run_evaluation_stage(ckpt, passed, options) for ckpt in (base, candidate)}
+            log(f"[3/{stages}] sweep, regression report and promotion of {base}, then {candidate}, on "
+                f"{len(passed)} domains ({options.sweep_items} items x K={options.sweep_samples}, "
+                f"{options.max_new_tokens} new tokens; checkpoint_evaluation_job)")
+            evaluations = {}
+            for ckpt in (base, candidate):
+                evaluation = evaluations[ckpt] = run_evaluation_stage(runner, ckpt, passed, options)
+                verdict = evaluation.get("champion_promotion", {}).get("reason") or "; ".join(
+                    evaluation["failed_checks"] + evaluation["errors"]) or "not promoted"
+                log(f"      {ckpt}: {verdict} ({evaluation['seconds']:.0f} s)")
             result["evaluations"] = evaluations
             promotion = evaluations[candidate].get("champion_promotion", {})
             decision = promotion.get("reason") or "refused: " + "; ".join(

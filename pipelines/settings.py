@@ -22,10 +22,8 @@ def open_lake(home: str | os.PathLike | None = None, *, write: bool = False) -> 
 
 
 def dagster_home(home: str | os.PathLike | None = None) -> Path:
-    """``$DAGSTER_HOME`` if set, else ``$ASSAY_HOME/dagster`` (created, with a dagster.yaml)."""
-    path = Path(os.environ.get("DAGSTER_HOME") or resolve_home(home) / "dagster")
-    path.mkdir(parents=True, exist_ok=True)
-    config = path / "dagster.yaml"
-    if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n")
-    return path
+    """``$DAGSTER_HOME`` if set, else ``$ASSAY_HOME/dagster``: created, with Assay's dagster.yaml
+    (run queue and concurrency pools: :mod:`pipelines.instance`)."""
+    from pipelines.instance import dagster_home as _dagster_home
+
+    return _dagster_home(home)

@@ -46,11 +46,13 @@ def assay_home(tmp_path, monkeypatch) -> Path:
     return home
 
 
-def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: int = 300):
-    """Run the real `assay` CLI in a subprocess (as a user would)."""
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: int = 300,
+            unset: tuple[str, ...] = ()):
+    """Run the real `assay` CLI in a subprocess (as a user would); ``unset`` drops variables that
+    this test process may have set for itself (e.g. DS_ACCELERATOR, set once torch training ran)."""
     import subprocess
 
-    full_env = dict(os.environ)
+    full_env = {k: v for k, v in os.environ.items() if k not in unset}
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True,
                           text=True, env=full_env, cwd=cwd or REPO, timeout=timeout)

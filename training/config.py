@@ -32,6 +32,27 @@ class RecipeError(ValueError):
     """A recipe that cannot be used, with what to change."""
 
 
+# Run and recipe names become folder names (runs/<run_name>), lake partition values
+# (checkpoint=<run_name>-step000001, base-<recipe>) and MLflow LoggedModel names. The lake allows
+# [A-Za-z0-9_.-]; MLflow model names forbid '.', '/', ':' and '%'; so: letters, digits, '_' and
+# '-', starting with a letter or digit (no '.' or '..', no path separators, nothing that escapes runs/).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+NAME_MAX_LENGTH = 64
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a run or recipe name (None when it can), with how to fix it."""
+    if not isinstance(name, str) or not name:
+        return "must be a non-empty string"
+    if len(name) > NAME_MAX_LENGTH:
+        return f"is {len(name)} characters long; use at most {NAME_MAX_LENGTH}"
+    if not NAME_PATTERN.fullmatch(name):  # fullmatch: "$" would accept a trailing newline
+        suggestion = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-_")[:NAME_MAX_LENGTH] or "run1"
+        return (f"may use only letters, digits, '_' and '-', starting with a letter or digit "
+                f"(it names a folder under runs/, lake partitions and MLflow models); e.g. {suggestion!r}")
+    return None
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -135,6 +156,22 @@ class GRPOConfig(_Strict):
         "float32", description="dtype of the rollout copy of the policy (bf16 decodes ~1.6x faster on CPU)")
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
+
+    @field_validator("recipe")
+    @classmethod
+    def _recipe_name(cls, name):
+        problem = name_problem(name)
+        if problem:
+            raise ValueError(f"recipe name {name!r} {problem} (for a YAML file: rename the file or set `recipe:` in it)")
+        return name
+
+    @field_validator("run_name")
+    @classmethod
+    def _run_name(cls, name):
+        problem = name_problem(name) if name is not None else None
+        if problem:
+            raise ValueError(f"run name {name!r} {problem}")
+        return name
 
     @field_validator("reward_weights")
     @classmethod

@@ -115,6 +115,8 @@ def run_sql(args: argparse.Namespace) -> int:
     else:
         import polars as pl
 
+        from pipelines.console import result_stream
+
         with pl.Config(tbl_rows=50, tbl_cols=20, fmt_str_lengths=60):
-            print(frame)
+            print(frame, file=result_stream())
     return EXIT_OK

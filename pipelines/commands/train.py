@@ -43,12 +43,14 @@ def register(subparsers) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from domains import UnknownDomainError, get_registry
     from pipelines.settings import open_lake
-    from training.config import RecipeError, load_recipe
+    from training.config import RecipeError, load_recipe, name_problem
     from training.data import TrainingDataError
     from training.policy import PolicyError
 
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
+    if args.run_name is not None and name_problem(args.run_name):
+        raise CliError(f"--run-name {args.run_name!r} {name_problem(args.run_name)}")
     domains = [d.strip() for d in args.domains.split(",") if d.strip()] if args.domains else None
     try:
         config = load_recipe(args.recipe, domains=domains, max_steps=args.steps, seed=args.seed,

@@ -105,3 +105,26 @@ def test_parallel_partition_runs_do_not_collide(assay_home, tmp_path):
     counts = Lake.at(assay_home).sql("SELECT domain, count(*) AS n FROM samples GROUP BY 1 ORDER BY 1")
     assert counts["domain"].to_list() == names
     assert set(counts["n"].to_list()) == {456}  # 256 train + 200 eval each
+
+
+def test_heavy_assets_are_in_their_concurrency_pools():
+    """One trainer at a time and sweeps limited by cores (pipelines.instance) only hold if every
+    asset that trains or generates is in its pool: assets that run DeepSpeed in 'trainer', assets
+    that generate with torch in 'sweep'; ingest and gates in 'ingest'."""
+    import pipelines.definitions as d
+    from pipelines.instance import POOL_INGEST, POOL_SWEEP, POOL_TRAINER
+
+    pools, kinds = {}, {}
+    for assets_def in d.defs.assets:
+        for key in assets_def.keys:
+            name = key.to_user_string()
+            pools[name] = assets_def.op.pool
+            kinds[name] = set(assets_def.specs_by_key[key].kinds)
+    trainers = {n for n, k in kinds.items() if "deepspeed" in k}
+    generators = {n for n, k in kinds.items() if "torch" in k} - trainers
+    assert trainers == {"policy_checkpoint"} and generators == {"checkpoint_sweep"}
+    assert all(pools[n] == POOL_TRAINER for n in trainers)
+    assert all(pools[n] == POOL_SWEEP for n in generators)
+    assert pools == {"domain_samples": POOL_INGEST, "gated_samples": POOL_INGEST, "domain_train_set": None,
+                     "policy_checkpoint": POOL_TRAINER, "checkpoint_sweep": POOL_SWEEP,
+                     "regression_report": None, "champion_promotion": None}

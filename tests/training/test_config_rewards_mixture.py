@@ -61,6 +61,26 @@ def test_recipe_files_and_unknown_names(tmp_path):
     assert {p.stem for p in RECIPES_DIR.glob("*.yaml")} >= {"tiny", "smollm2"}
 
 
+@pytest.mark.parametrize("name", ["my run", "../x", "runs/../../etc", "/abs", ".", "..", "v1.2", "-x", "",
+                                  "a" * 65, "caf\u00e9", "x\n"])
+def test_unsafe_run_and_recipe_names_fail_at_parse_time(name, tmp_path):
+    # a run name names runs/<name>, checkpoint partitions and MLflow models: reject it before training
+    with pytest.raises(RecipeError, match="run name .* (letters, digits|characters long|non-empty)"):
+        parse_config({"run_name": name}, "test")
+    with pytest.raises(RecipeError, match="recipe name .*rename the file"):
+        parse_config({"recipe": name}, "test")
+
+
+def test_safe_names_parse_and_a_recipe_file_name_is_checked(tmp_path):
+    for name in ("run-1", "A_b", "tiny-0f3c2a1b", "a" * 64):
+        assert parse_config({"run_name": name, "recipe": name}).resolved_run_name() == name
+    spaced = tmp_path / "my recipe.yaml"
+    spaced.write_text("max_steps: 2\n")
+    with pytest.raises(RecipeError, match="recipe name 'my recipe'.*'my-recipe'"):
+        load_recipe(str(spaced))
+    assert load_recipe(str(spaced), recipe="my-recipe").recipe == "my-recipe"
+
+
 def _domain(name, score):
     return Domain(name=name, owner="t", description="d", samples=lambda s, n, seed: [], score=score)
 

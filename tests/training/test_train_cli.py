@@ -38,6 +38,21 @@ def test_train_json_contract_and_clear_errors(tiny_home, tmp_path):
     assert bad.returncode == 2 and "unknown recipe 'huge'" in bad.stderr
 
 
+@pytest.mark.parametrize("run_name", ["my run", "../x"])
+def test_unsafe_run_name_is_refused_before_any_training_step(tiny_home, tmp_path, run_name):
+    before = sorted(p.relative_to(tiny_home) for p in tiny_home.rglob("*"))
+    started = time.monotonic()
+    out = run_cli("train", "--recipe", "tiny", "--domains", "math_arith_easy", "--steps", "2",
+                  "--run-name", run_name, "--json", env={"ASSAY_HOME": str(tiny_home)}, timeout=120)
+    elapsed = time.monotonic() - started
+    assert out.returncode == 2, out.stderr[-2000:]
+    [line] = [line for line in out.stderr.splitlines() if line.startswith("assay: error")]
+    assert f"--run-name {run_name!r}" in line and "letters, digits, '_' and '-'" in line
+    assert out.stdout == "" and "Traceback" not in out.stderr
+    assert elapsed < 15, f"took {elapsed:.1f} s: the name must be refused before any training"
+    assert sorted(p.relative_to(tiny_home) for p in tiny_home.rglob("*")) == before  # no runs/, no ../x
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_from_its_last_checkpoint(tiny_home, tmp_path):
     plugins = tmp_path / "plugins"

@@ -1,0 +1,70 @@
+"""`assay demo` as a user runs it (tiny recipe, one domain): its own progress and summary on the
+console, Dagster's event stream in a log file under ASSAY_HOME, the runs in the instance."""
+
+from __future__ import annotations
+
+import re
+
+import dagster as dg
+import pytest
+
+from tests.conftest import run_cli
+
+# Dagster's console logger: "2026-11-30 19:49:36 +0000 - dagster - DEBUG - domain_pipeline_job - <run id> - ..."
+DAGSTER_LINE = re.compile(r" - dagster - (DEBUG|INFO|WARNING|ERROR) - |\b(STEP_START|STEP_SUCCESS|RESOURCE_INIT_STARTED|"
+                          r"ASSET_MATERIALIZATION|RUN_START|ENGINE_EVENT|LOGS_CAPTURED)\b")
+EVENT_LOG_LINE = re.compile(r"Dagster's event log[^:]*: (\S+\.log)")
+
+
+@pytest.mark.slow
+def test_demo_prints_progress_and_summary_and_writes_dagster_events_to_a_file(assay_home):
+    out = run_cli("demo", "--recipe", "tiny", "--domains", "math_arith_easy", "--train-samples", "16",
+                  "--steps", "2", "--sweep-items", "3", "--max-new-tokens", "4", timeout=900,
+                  unset=("DS_ACCELERATOR",))
+    assert out.returncode == 0, out.stderr[-3000:]
+    noise = [line for line in (out.stdout + out.stderr).splitlines() if DAGSTER_LINE.search(line)]
+    assert not noise, f"{len(noise)} Dagster event lines on the console, e.g. {noise[:3]}"
+
+    # the summary on stdout, the progress on stderr
+    for heading in ("== 1. Ingest and quality gates", "== 2. GRPO training", "== 3. Sweep", "== 4. Promotion"):
+        assert heading in out.stdout
+    assert "math_arith_easy" in out.stdout and "[1/3]" not in out.stdout
+    for stage in ("[1/3] ingest + quality gates", "[2/3] GRPO training", "[3/3] sweep"):
+        assert stage in out.stderr, out.stderr[-2000:]
+
+    # the event log is named at the start and at the end, lies under ASSAY_HOME and holds every event
+    named = EVENT_LOG_LINE.findall(out.stderr)
+    assert len(named) == 2 and named[0] == named[1], out.stderr[:2000]
+    log = (assay_home / "logs").resolve() / named[0].rsplit("/", 1)[1]
+    assert str(log) == named[0] and log.is_file()
+    text = log.read_text()
+    assert " - DEBUG - " in text
+    for job in ("domain_pipeline_job", "training_job", "checkpoint_evaluation_job"):
+        assert re.search(rf"{job} - \S+ - .*STEP_SUCCESS", text), job
+    assert str(log) in out.stdout  # the summary says where to look
+
+    # the runs are in the persistent instance, so `make ui` shows them
+    with dg.DagsterInstance.from_config(str(assay_home / "dagster")) as instance:
+        runs = instance.get_runs()
+    assert sorted(r.job_name for r in runs) == ["checkpoint_evaluation_job", "checkpoint_evaluation_job",
+                                                "domain_pipeline_job", "training_job"]
+    assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--domains", "math_arith_easy,mathh"), "unknown domain 'mathh'"),
+    (("--domains", "math_arith_easy", "--train-domain", "gsm"), "--train-domain 'gsm' is not among the demo's domains"),
+    (("--domains", "math_arith_easy", "--recipe", "huge"), "unknown recipe 'huge'"),
+    (("--domains", "math_arith_easy", "--recipe", "tiny", "--steps", "2", "--train-domain", "math_arith_eesy"),
+     "unknown domain 'math_arith_eesy'"),
+])
+def test_demo_refuses_bad_names_before_any_stage_runs(assay_home, args, message):
+    import time
+
+    started = time.monotonic()
+    out = run_cli("demo", *args, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    [line] = [line for line in out.stderr.splitlines() if line.startswith("assay: error")]
+    assert message in line
+    assert time.monotonic() - started < 30
+    assert not (assay_home / "lake").exists() and not list((assay_home / "dagster").iterdir())
