@@ -72,7 +72,7 @@ def private_random(seed: str) -> types.ModuleType:
     generator = random.Random(seed)
     module = types.ModuleType("random", random.__doc__)
     for name in dir(random):
-        if name.startswith("__"):
+        if name.startswith("_"):  # private names include `_inst`, the process-wide generator itself
             continue
         attr = getattr(random, name)
         if isinstance(getattr(attr, "__self__", None), random.Random):  # bound to the hidden global instance
