@@ -1,6 +1,7 @@
 """reasoning-gym plumbing shared by the pack and the domains built from its tasks: drawing
 entries lazily (the package is imported on first use, never when the registry loads) and scoring
-a free-form completion with a task's own verifier without ever raising."""
+a free-form completion with a task's own verifier without ever raising, and without any verifier
+executing the completion's text (``_rg_untrusted_answers``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from domains.builtin._common import answer_candidates, int_seed, normalize_text_answer, stream_split
+from domains.builtin._rg_untrusted_answers import SYMPY_TASKS, harden_verifier, is_plain_math
 
 ANSWER_HINT = "Give your final answer inside <answer></answer> tags."
 PROMPT_SUFFIX = "\n\n" + ANSWER_HINT
@@ -52,10 +54,14 @@ SCORE_OVERRIDES: dict[str, Callable[[str, dict], float]] = {
 
 @lru_cache(maxsize=None)
 def scoring_dataset(task: str, config_json: str = "{}"):
+    """The task's dataset whose ``score_answer`` judges completions, made safe for untrusted text
+    (``_rg_untrusted_answers``: no verifier executes a completion)."""
     import reasoning_gym
 
     with _LOCK:
-        return reasoning_gym.create_dataset(task, size=1, seed=0, **json.loads(config_json))
+        dataset = reasoning_gym.create_dataset(task, size=1, seed=0, **json.loads(config_json))
+        harden_verifier(task, dataset)
+        return dataset
 
 
 class _Discard(io.TextIOBase):
@@ -230,6 +236,8 @@ def score_with_verifier(completion: str, sample: dict, *, task: str | None = Non
             return 0.0
     best = 0.0
     for candidate in answer_candidates(completion):
+        if task in SYMPY_TASKS and not is_plain_math(candidate, SYMPY_TASKS[task]):
+            continue  # sympy would eval() it: only plain arithmetic may reach these verifiers
         try:
             with _quiet():  # some verifiers print (tower_of_hanoi prints every invalid move)
                 value = float(scorer(candidate, entry))

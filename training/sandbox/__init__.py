@@ -10,6 +10,14 @@ Stdlib only (it must import fast and run anywhere)::
     with SandboxPool(workers=2) as pool:   # many executions in parallel, one uid each
         results = pool.run_many([ExecutionRequest(source=s) for s in programs])
 
+To judge model-written functions, call them on plain-data arguments and get plain-data results
+back (``training.sandbox.function_calls``; the verdict then stays on the host, out of the code's
+reach)::
+
+    from training.sandbox.function_calls import Call, run_calls
+
+    run_calls(source, "add", [Call((1, 2))]).outcomes   # (Outcome(kind='returned', value=3),)
+
 Isolation: bubblewrap started as an unprivileged numeric uid with rlimits (see ``runner``). Without
 it, running is refused (:class:`SandboxUnavailable`) unless ``ASSAY_UNSAFE_LOCAL_EXEC=1``.
 """
