@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -92,6 +94,7 @@ from pipelines.instance import POOL_TRAINER
 @dg.asset(pool=POOL_TRAINER)
 def probe():
     start = time.time()
+    open(sys.argv[2] + ".started", "a").close()
     time.sleep(2)
     with open(sys.argv[2], "a") as f:
         f.write(json.dumps([start, time.time()]) + "\\n")
@@ -111,9 +114,18 @@ def test_two_processes_share_the_trainer_pool(dagster_dir, monkeypatch, tmp_path
     open_instance().dispose()  # dagster.yaml + pool limits, as `make ui` and `assay demo` do
     probe, spans = tmp_path / "probe.py", tmp_path / "spans.jsonl"
     probe.write_text(PROBE)
-    procs = [subprocess.Popen([sys.executable, str(probe), str(dagster_dir), str(spans)], cwd=REPO,
-                              env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    def start():
+        return subprocess.Popen([sys.executable, str(probe), str(dagster_dir), str(spans)], cwd=REPO,
+                                env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True)
+
+    # The second process starts once the first holds its slot: two claims of the last slot in the
+    # same instant can both succeed on Dagster's SQLite storage (no row locks; README, Concurrency).
+    procs = [start()]
+    started = Path(str(spans) + ".started")
+    deadline = time.monotonic() + 120
+    while not started.exists() and procs[0].poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    procs.append(start())
     for proc in procs:
         assert proc.wait(timeout=180) == 0, proc.stderr.read()[-2000:]
     (a_start, a_end), (b_start, b_end) = sorted(json.loads(line) for line in spans.read_text().splitlines())
