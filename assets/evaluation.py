@@ -1,7 +1,7 @@
 """Evaluation stage: one benchmark sweep per checkpoint partition, every domain, model loaded once.
 
 ``checkpoint_sweep`` (partitioned by ``pipelines.partitions.checkpoint_partitions``) calls
-:func:`training.sweep.sweep_checkpoint`: K samples per eval item, scored by each domain's scorer,
+:func:`evaluation.sweep.sweep_checkpoint`: K samples per eval item, scored by each domain's scorer,
 cached per (checkpoint, item, sample, generation config) in lake table ``results`` so a re-run or
 a resumed run only generates what is missing; one ``sweep_summary`` row per domain; an MLflow run
 with ``score/<domain>`` and ``stderr/<domain>`` against the checkpoint's LoggedModel.
@@ -56,7 +56,7 @@ def _markdown(rows: list[dict]) -> str:
 )
 def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig, lake: LakeResource,
                      mlflow: MlflowResource) -> dg.MaterializeResult:
-    from training.sweep import SweepConfig, sweep_checkpoint
+    from evaluation.sweep import SweepConfig, sweep_checkpoint
 
     registry = get_registry()
     domains = registry.select(names=config.domains or None)

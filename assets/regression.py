@@ -1,11 +1,11 @@
 """Regression stage: the candidate checkpoint against the champion (and an optional fixed anchor),
 the blocking check ``no_domain_regression``, and the promotion of the champion alias.
 
-Both assets apply one promotion policy (:mod:`quality.promotion_policy`): the file named by the
+Both assets apply one promotion policy (:mod:`evaluation.promotion_policy`): the file named by the
 config's ``policy_path``, else ``$ASSAY_HOME/promotion.yaml``, else the shipped default. It names
 the protected domains, the margins, alpha and q, and what blocks. Both show it in their metadata.
 
-- ``regression_report`` (per checkpoint): :func:`quality.promotion.compare_checkpoints` against the
+- ``regression_report`` (per checkpoint): :func:`evaluation.promotion.compare_checkpoints` against the
   MLflow alias ``champion`` and, when configured, a fixed anchor checkpoint (catches slow drift
   that many small non-significant steps add up to), each domain on a generation config both
   sides were swept with. Rows go to lake table ``regression``. Its check ``no_domain_regression``
@@ -14,8 +14,8 @@ the protected domains, the margins, alpha and q, and what blocks. Both show it i
   block is underpowered; a domain is not comparable (different generation configs); a protected
   domain has no paired results. WARN when only non-blocking BH warnings exist. A refusal is
   recorded in lake table ``promotions`` here, since the blocked promotion asset does not run.
-- ``champion_promotion`` (per checkpoint): :func:`quality.promotion.decide_promotion` and
-  :func:`quality.promotion.apply_promotion` move the alias (compare-and-set: only if the champion
+- ``champion_promotion`` (per checkpoint): :func:`evaluation.promotion.decide_promotion` and
+  :func:`evaluation.promotion.apply_promotion` move the alias (compare-and-set: only if the champion
   it compared with is still the champion) and record why.
 """
 
@@ -39,7 +39,7 @@ PromotionConfig = RegressionConfig  # the promotion re-derives the same verdicts
 
 
 def _policy(lake, cfg):
-    from quality.promotion_policy import load_policy
+    from evaluation.promotion_policy import load_policy
 
     active = load_policy(lake.home, cfg.policy_path or None)
     active.policy.check_domains(get_registry().names, active.source)
@@ -49,7 +49,7 @@ def _policy(lake, cfg):
 def _compare(lake, tracking_uri: str, candidate: str, cfg, active) -> tuple[str | None, dict]:
     """(the champion now, {"champion": report, "anchor": report}) under the active policy. The
     rows are (re)written to lake table ``regression`` (one partition per pair, replaced)."""
-    from quality.promotion import compare_with_policy, current_champion, protected_domains
+    from evaluation.promotion import compare_with_policy, current_champion, protected_domains
 
     champion = current_champion(tracking_uri)
     registry_protected = protected_domains(get_registry())
@@ -81,7 +81,7 @@ def _table(report) -> str:
 
 def _policy_md(active) -> str:
     """The active policy for a person, the protected set resolved against the registry."""
-    from quality.promotion import protected_domains
+    from evaluation.promotion import protected_domains
 
     registry = get_registry()
     protected = active.policy.protected_domains(protected_domains(registry), registry.names)
@@ -104,8 +104,8 @@ def _policy_md(active) -> str:
 )
 def regression_report(context: dg.AssetExecutionContext, config: RegressionConfig, lake: LakeResource,
                       mlflow: MlflowResource):
-    from quality.promotion import apply_promotion, decide_promotion
-    from quality.promotion_policy import blocking_reasons
+    from evaluation.promotion import apply_promotion, decide_promotion
+    from evaluation.promotion_policy import blocking_reasons
 
     candidate = context.partition_key
     the_lake = lake.lake(write=True)
@@ -155,7 +155,7 @@ def regression_report(context: dg.AssetExecutionContext, config: RegressionConfi
 )
 def champion_promotion(context: dg.AssetExecutionContext, config: PromotionConfig, lake: LakeResource,
                        mlflow: MlflowResource) -> dg.MaterializeResult:
-    from quality.promotion import apply_promotion, decide_promotion
+    from evaluation.promotion import apply_promotion, decide_promotion
 
     candidate = context.partition_key
     the_lake = lake.lake(write=True)

@@ -36,7 +36,7 @@ def fast_overview(home: Path) -> int:
 
 
     from domains.registry import load_registry
-    from quality.lake import Lake
+    from storage.lake import Lake
     from ui import charts
     from ui import queries as Q
 
@@ -62,7 +62,7 @@ def fast_overview(home: Path) -> int:
 
 def naive_overview(home: Path) -> int:
     """Baseline: every view bound up front, deltas vs the champion from the per-sample results."""
-    from quality.lake import Lake
+    from storage.lake import Lake
 
     con = Lake(home).connect()
     champion = con.sql("SELECT candidate FROM promotions WHERE promoted ORDER BY created_at DESC LIMIT 1").fetchall()[0][0]

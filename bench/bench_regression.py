@@ -1,4 +1,4 @@
-"""Calibration of the per-domain regression detector by simulation (quality.regression).
+"""Calibration of the per-domain regression detector by simulation (evaluation.regression).
 
 300 domains x 300 items x K=8 samples per item, two scenarios:
 
@@ -32,7 +32,7 @@ import time
 import numpy as np
 import polars as pl
 
-from quality.regression import DEFAULT_MARGIN, compare_results
+from evaluation.regression import DEFAULT_MARGIN, compare_results
 
 N_DOMAINS, N_ITEMS, K = 300, 300, 8
 TEMPLATES = 30

@@ -4,7 +4,7 @@ HumanEval's canonical solutions, each against its baseline measured in the same 
 1. Overhead. A tiny program (``print('hello')``) run N times per arm, the arms interleaved round by
    round so load drift on this shared machine hits both alike:
      plain     subprocess.run([python3, -E, -s, -B, main.py]) in a temp folder, minimal env
-     sandbox   training.sandbox.run_program (bubblewrap as an unprivileged uid, rlimits, capped I/O)
+     sandbox   sandbox.run_program (bubblewrap as an unprivileged uid, rlimits, capped I/O)
    Same interpreter, same flags. Reported: median wall ms per arm, median of the per-round
    differences (the added cost), and CPU ms per run (children's rusage: bwrap + program).
 2. Throughput. The 164 HumanEval canonical solutions, as the `code` domain scores them (the
@@ -36,8 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from domains.builtin import code
-from training.sandbox import ExecutionResult, Limits, SandboxPool, default_sandbox, run_program
-from training.sandbox.runner import SANDBOX_ENV
+from sandbox import ExecutionResult, Limits, SandboxPool, default_sandbox, run_program
+from sandbox.runner import SANDBOX_ENV
 
 TINY = "print('hello')\n"
 

@@ -2,7 +2,7 @@
 
 Three measurements in one process, on the same prompts:
 
-1. a cold sweep (``training.sweep.run_sweep``: generation, scoring, lake commits per batch) of a
+1. a cold sweep (``evaluation.sweep.run_sweep``: generation, scoring, lake commits per batch) of a
    few built-in domains: items/s and completion tokens/s, model load timed apart;
 2. the same sweep again: everything comes from the lake cache (the model is not even loaded);
    the speed-up is cold wall time / cached wall time;
@@ -38,10 +38,10 @@ def main() -> None:
     import torch
 
     from domains import get_registry
-    from quality.lake import Lake
+    from storage.lake import Lake
     from training.generation import make_engine, prompt_format_of_folder
     from training.policy import ensure_smollm2
-    from training.sweep import SweepConfig, run_sweep
+    from evaluation.sweep import SweepConfig, run_sweep
 
     torch.manual_seed(0)
     registry = get_registry()

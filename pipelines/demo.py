@@ -201,7 +201,7 @@ def _comparison_lines(lake, candidate: str, baseline: str) -> list[str]:
 def run_demo(options: DemoOptions) -> dict:
     from pipelines.event_log import EventLogFile
     from pipelines.settings import open_lake
-    from quality.lake import resolve_home
+    from storage.lake import resolve_home
 
     names = select_domains(options.domains)
     if not options.skip_training:

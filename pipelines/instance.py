@@ -152,7 +152,7 @@ def _yaml_keys(text: str) -> set[str]:
 
 def dagster_home(home: str | os.PathLike | None = None, settings: ConcurrencySettings | None = None) -> Path:
     """``$DAGSTER_HOME`` if set, else ``$ASSAY_HOME/dagster``; created, with Assay's dagster.yaml."""
-    from quality.lake import resolve_home
+    from storage.lake import resolve_home
 
     path = Path(os.environ.get("DAGSTER_HOME") or resolve_home(home) / "dagster")
     path.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import dagster as dg
 
-from quality.lake import Lake, resolve_home
+from storage.lake import Lake, resolve_home
 
 
 class LakeResource(dg.ConfigurableResource):

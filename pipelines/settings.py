@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from quality.lake import HOME_ENV, Lake, resolve_home
+from storage.lake import HOME_ENV, Lake, resolve_home
 
 __all__ = ["HOME_ENV", "Lake", "resolve_home", "open_lake", "dagster_home"]
 

@@ -14,7 +14,7 @@ suite, the only place the last accepted batch is consulted).
 Out-of-band train rows of each judged batch are quarantined as ``difficulty_out_of_band`` in the
 batch ``ingest/domain=<d>/batch=difficulty-gate-<batch>/quarantine.parquet``, replaced when that
 batch is judged again, so nothing is deleted and ``assay quarantine`` lists them. The evaluation
-writes ``gate_results``, ``difficulty`` and ``gate_batches`` (``quality.lake_tables``) under one
+writes ``gate_results``, ``difficulty`` and ``gate_batches`` (``storage.tables``) under one
 evaluation id. :func:`train_set_rows` is what ``domain_train_set`` writes after the checks pass:
 the in-band train rows of every accepted batch.
 """
@@ -28,11 +28,12 @@ from typing import Any
 
 import polars as pl
 
-from quality import gate_history, lake_tables, reasons
+from quality import gate_history, reasons
+from storage import tables
 from quality.difficulty import QUANTILES, Band, estimate_difficulty, quantile_ranges, zero_signal_fraction
 from quality.expectations import ExpectationOutcome, gate_parameters, gate_severity, run_suite
 from quality.gate_history import BATCH_KEY
-from quality.lake import Lake
+from storage.lake import Lake
 
 SAFETY_CODES = (reasons.PII, reasons.SECRET, reasons.TOXIC, reasons.HARMFUL, reasons.PROMPT_INJECTION)
 
@@ -53,14 +54,14 @@ class GateEvaluation:
 
 def _admitted(lake: Lake, domain: str) -> pl.DataFrame:
     frame = lake.read("ingest", "samples", where={"domain": domain})
-    return lake_tables.conform(frame, lake_tables.SAMPLES) if frame.height else lake_tables.empty(lake_tables.SAMPLES)
+    return tables.conform(frame, tables.SAMPLES) if frame.height else tables.empty(tables.SAMPLES)
 
 
 def _quarantined(lake: Lake, domain: str) -> pl.DataFrame:
     frame = lake.read("ingest", "quarantine", where={"domain": domain})
     if frame.height and "batch" in frame.columns:
         frame = frame.filter(~gate_history.gate_batch_expr())
-    return lake_tables.conform(frame, lake_tables.QUARANTINE) if frame.height else lake_tables.empty(lake_tables.QUARANTINE)
+    return tables.conform(frame, tables.QUARANTINE) if frame.height else tables.empty(tables.QUARANTINE)
 
 
 def last_accepted_difficulty(lake: Lake, domain: str) -> tuple[str, pl.Series] | None:
@@ -144,7 +145,7 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None,
     band = Band.for_domain(domain)
     diff = estimate_difficulty(domain, train, band)
     diff_table = diff.with_columns(pl.lit(domain.name).alias("domain"), pl.lit(now).alias("evaluated_at"))
-    diff_table = lake_tables.conform(diff_table, lake_tables.DIFFICULTY)
+    diff_table = tables.conform(diff_table, tables.DIFFICULTY)
     previous = last_accepted_difficulty(lake, domain.name)
     params["quantile_ranges"] = quantile_ranges(previous[1] if previous else None,
                                                 params["difficulty_quantile_tolerance"])
@@ -191,7 +192,7 @@ def _write(lake: Lake, result: GateEvaluation, incoming: pl.DataFrame, train: pl
     # which batches were judged before the verdict itself: a reader never sees a verdict whose
     # batches are unknown
     gate_history.record_judged(lake, result.domain, result.evaluation, now, incoming)
-    lake.write_batch("gate_results", partition, {"part": pl.DataFrame(rows, schema=lake_tables.GATE_RESULTS)})
+    lake.write_batch("gate_results", partition, {"part": pl.DataFrame(rows, schema=tables.GATE_RESULTS)})
     for batch in train["batch"].unique().sort().to_list():
         mine = out_of_band.filter(pl.col("batch") == batch)
         quarantine = pl.DataFrame([{
@@ -199,7 +200,7 @@ def _write(lake: Lake, result: GateEvaluation, incoming: pl.DataFrame, train: pl
             "reasons": [reasons.DIFFICULTY_OUT_OF_BAND], "raw": r["prompt"], "prompt": r["prompt"],
             "answer": r["answer"], "metadata": r["metadata"], "batch": gate_history.difficulty_batch(batch),
             "ingested_at": now, "detail": f"difficulty outside the band in gate evaluation {result.evaluation}",
-        } for r in mine.iter_rows(named=True)], schema=lake_tables.QUARANTINE)
+        } for r in mine.iter_rows(named=True)], schema=tables.QUARANTINE)
         lake.write_batch("ingest", {"domain": result.domain, "batch": gate_history.difficulty_batch(batch)},
                          {"quarantine": quarantine},
                          {"evaluation": result.evaluation, "source_batch": batch, "quarantined": quarantine.height})
@@ -213,11 +214,11 @@ def record_mlflow_runs(lake: Lake, result: GateEvaluation, run_ids: dict[str, st
     frame = lake.read("gate_results", where=partition)
     if frame.height:
         frame = frame.with_columns(pl.col("gate").replace_strict(run_ids, default=None).alias("mlflow_run_id"))
-        lake.write_batch("gate_results", partition, {"part": lake_tables.conform(frame, lake_tables.GATE_RESULTS)})
+        lake.write_batch("gate_results", partition, {"part": tables.conform(frame, tables.GATE_RESULTS)})
 
 
 def train_set_rows(lake: Lake, domain: str, evaluation: str, gated_at: str) -> pl.DataFrame:
-    """The in-band train rows of every accepted batch of ``domain`` (``lake_tables.TRAIN_SET``),
+    """The in-band train rows of every accepted batch of ``domain`` (``tables.TRAIN_SET``),
     built after ``evaluation`` (the domain's latest, which passed). Each row's difficulty comes
     from the evaluation that accepted its batch."""
     admitted = _admitted(lake, domain).filter(pl.col("split") == "train")
@@ -225,13 +226,13 @@ def train_set_rows(lake: Lake, domain: str, evaluation: str, gated_at: str) -> p
     accepted = status.filter(pl.col("status") == "accepted").select(*BATCH_KEY, pl.col("evaluation").alias("judged_by"))
     rows = admitted.join(accepted, on=BATCH_KEY, how="inner")
     if rows.is_empty():
-        return lake_tables.empty(lake_tables.TRAIN_SET)
+        return tables.empty(tables.TRAIN_SET)
     diffs = [lake.read("difficulty", where={"domain": domain, "evaluation": e}).select(
         "id", "difficulty", "in_band", pl.lit(e).alias("judged_by")) for e in rows["judged_by"].unique().to_list()]
     diff = pl.concat([d for d in diffs if d.height]) if any(d.height for d in diffs) else None
     if diff is None:
-        return lake_tables.empty(lake_tables.TRAIN_SET)
+        return tables.empty(tables.TRAIN_SET)
     rows = rows.join(diff.filter(pl.col("in_band")).select("id", "judged_by", "difficulty"),
                      on=["id", "judged_by"], how="inner")
     rows = rows.with_columns(pl.lit(evaluation).alias("evaluation"), pl.lit(gated_at).alias("gated_at"))
-    return lake_tables.conform(rows.sort("id"), lake_tables.TRAIN_SET)
+    return tables.conform(rows.sort("id"), tables.TRAIN_SET)

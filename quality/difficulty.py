@@ -81,7 +81,7 @@ def _metadata_difficulty(meta: Any) -> float | None:
 
 def estimate_difficulty(domain: Any, rows: pl.DataFrame, band: Band | None = None) -> pl.DataFrame:
     """Difficulty of each row of ``rows`` (id, prompt, answer, metadata): a frame with the
-    ``lake_tables.DIFFICULTY`` columns except ``domain`` and ``evaluated_at``."""
+    ``storage.tables.DIFFICULTY`` columns except ``domain`` and ``evaluated_at``."""
     band = band or Band.for_domain(domain)
     n = rows.height
     if _ESTIMATOR and n:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import polars as pl
 
-from quality import lake_tables
-from quality.lake import Lake
+from storage import tables
+from storage.lake import Lake
 
 TABLE = "gate_batches"
 GATE_RESULTS = "gate_results"
@@ -140,8 +140,8 @@ def batch_versions(lake: Lake, domain: str) -> pl.DataFrame:
 
 def judged_batches(lake: Lake, domain: str | None = None) -> pl.DataFrame:
     """``gate_batches`` rows: which batch versions each evaluation judged."""
-    frame = _scan(lake, TABLE, list(lake_tables.GATE_BATCHES), {"domain": domain} if domain else None)
-    return lake_tables.conform(frame, lake_tables.GATE_BATCHES) if frame.height else lake_tables.empty(lake_tables.GATE_BATCHES)
+    frame = _scan(lake, TABLE, list(tables.GATE_BATCHES), {"domain": domain} if domain else None)
+    return tables.conform(frame, tables.GATE_BATCHES) if frame.height else tables.empty(tables.GATE_BATCHES)
 
 
 def incoming_batches(lake: Lake, domain: str, versions: pl.DataFrame) -> pl.DataFrame:
@@ -184,11 +184,11 @@ def rejected_batches(lake: Lake) -> pl.DataFrame:
 
 
 def record_judged(lake: Lake, domain: str, evaluation: str, evaluated_at: str, judged: pl.DataFrame) -> Path:
-    """Store which batch versions ``evaluation`` judged (``lake_tables.GATE_BATCHES``)."""
+    """Store which batch versions ``evaluation`` judged (``tables.GATE_BATCHES``)."""
     frame = judged.select(*BATCH_KEY, "admitted", "quarantined").with_columns(
         pl.lit(domain).alias("domain"), pl.lit(evaluation).alias("evaluation"), pl.lit(evaluated_at).alias("evaluated_at"))
     return lake.write_batch(TABLE, {"domain": domain, "evaluation": evaluation},
-                            {"part": lake_tables.conform(frame, lake_tables.GATE_BATCHES)})
+                            {"part": tables.conform(frame, tables.GATE_BATCHES)})
 
 
 def train_set_problem(lake: Lake, domain: str, train_set_evaluations: list[str] | None) -> str | None:

@@ -265,7 +265,7 @@ def train_and_calibrate(data: LabelledPrompts, fit=None, score=None) -> dict:
 
 
 def _candidate_dirs() -> list[Path]:
-    from quality.lake import resolve_home
+    from storage.lake import resolve_home
 
     return [Path(sys.prefix) / "share" / "assay-data" / "models", resolve_home() / "models"]
 

@@ -28,17 +28,18 @@ from typing import Any, Iterable, Sequence
 import polars as pl
 
 from domains.base import SPLITS, Domain
-from quality import lake_tables, reasons
+from quality import reasons
+from storage import tables
 from quality.detectors.admitted import admitted_rows as lake_admitted_rows
-from quality.lake import Lake
+from storage.lake import Lake
 from quality.normalize import content_hash, stable_id
-from quality.readers import RawRecord, read_records
+from storage.readers import RawRecord, read_records
 from quality.row_gates import GateContext, RowGate, default_row_gates
 
 TEXT_FIELDS = ("prompt", "answer")
 
-SAMPLES_SCHEMA = lake_tables.SAMPLES
-QUARANTINE_SCHEMA = lake_tables.QUARANTINE
+SAMPLES_SCHEMA = tables.SAMPLES
+QUARANTINE_SCHEMA = tables.QUARANTINE
 
 
 @dataclass

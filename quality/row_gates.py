@@ -21,7 +21,7 @@ import polars as pl
 from domains.base import DEFAULT_MAX_PROMPT_TOKENS, Domain
 from quality import detectors, reasons
 from quality.detectors.base import Detector
-from quality.lake import Lake
+from storage.lake import Lake
 
 
 @dataclass

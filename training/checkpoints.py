@@ -5,7 +5,7 @@
 - Files: ``$ASSAY_HOME/checkpoints/<id>/`` = a Hugging Face folder (config.json,
   model.safetensors, tokenizer files) + ``assay_checkpoint.json``. Base pseudo-checkpoints point
   at the cached model folder under ``$ASSAY_HOME/models/`` instead of copying it.
-- Lake: ``checkpoints/checkpoint=<id>/part.parquet`` (``quality.lake_tables.CHECKPOINTS``).
+- Lake: ``checkpoints/checkpoint=<id>/part.parquet`` (``storage.tables.CHECKPOINTS``).
 - MLflow: a LoggedModel named ``<id>`` (source_run_id = the training run; tags
   ``assay.checkpoint``, ``assay.path``, ``assay.data_fingerprint``) and a version of the
   registered model ``assay-policy`` tagged ``checkpoint=<id>`` and ``data_fingerprint=<fp>``: the
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
-from quality import lake_tables
-from quality.lake import Lake
+from storage import tables
+from storage.lake import Lake
 
 TABLE = "checkpoints"
 REGISTERED_MODEL = "assay-policy"
@@ -62,7 +62,7 @@ def _now() -> str:
 def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_root: str | None) -> str | None:
     from mlflow.exceptions import MlflowException
 
-    from training.tracking import Tracker
+    from storage.tracking import Tracker
 
     tracker = Tracker(tracking_uri, artifact_root)
     client = tracker.client
@@ -113,8 +113,8 @@ def register_checkpoint(lake: Lake, tracking_uri: str, *, checkpoint: str, path:
         meta = {k: v for k, v in asdict(record).items() if k in
                 ("checkpoint", "run_id", "step", "recipe", "base_model", "domains", "created_at", "data_fingerprint")}
         (folder / METADATA_FILE).write_text(json.dumps(meta, indent=2))
-    frame = lake_tables.conform(pl.DataFrame([asdict(record)], schema_overrides={"domains": pl.List(pl.Utf8)}),
-                                lake_tables.CHECKPOINTS)
+    frame = tables.conform(pl.DataFrame([asdict(record)], schema_overrides={"domains": pl.List(pl.Utf8)}),
+                                tables.CHECKPOINTS)
     lake.write_batch(TABLE, {"checkpoint": checkpoint}, {"part": frame})
     return record
 
@@ -123,7 +123,7 @@ def list_checkpoints(lake: Lake) -> list[CheckpointRecord]:
     frame = lake.read(TABLE)
     if frame.is_empty():
         return []
-    frame = lake_tables.conform(frame, lake_tables.CHECKPOINTS).sort(["created_at", "checkpoint"])
+    frame = tables.conform(frame, tables.CHECKPOINTS).sort(["created_at", "checkpoint"])
     return [CheckpointRecord(**{**row, "domains": list(row["domains"] or [])}) for row in frame.iter_rows(named=True)]
 
 
@@ -155,7 +155,7 @@ def resolve_checkpoint(ref: str, lake: Lake, tracking_uri: str) -> CheckpointRec
     if ref == CHAMPION_ALIAS:
         from mlflow.exceptions import MlflowException
 
-        from training.tracking import Tracker
+        from storage.tracking import Tracker
 
         try:
             version = Tracker(tracking_uri).client.get_model_version_by_alias(REGISTERED_MODEL, CHAMPION_ALIAS)

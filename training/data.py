@@ -22,9 +22,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from quality import lake_tables
+from storage import tables
 from quality.gate_history import train_set_problem
-from quality.lake import Lake
+from storage.lake import Lake
 
 TRAIN_SET_TABLE = "train_set"
 
@@ -81,7 +81,7 @@ def train_set_rows(lake: Lake, domain: str) -> tuple[list[dict], list[str]]:
     frame = lake.read(TRAIN_SET_TABLE, where={"domain": domain})
     if frame.is_empty():
         return [], []
-    frame = lake_tables.conform(frame, lake_tables.TRAIN_SET).sort("id")
+    frame = tables.conform(frame, tables.TRAIN_SET).sort("id")
     rows = []
     for row in frame.iter_rows(named=True):
         meta = row.get("metadata")

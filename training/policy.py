@@ -24,7 +24,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from quality.lake import resolve_home
+from storage.lake import resolve_home
 
 SMOLLM2 = "smollm2"
 TINY = "tiny"

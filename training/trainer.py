@@ -48,7 +48,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from quality.lake import Lake
+from storage.lake import Lake
 from training.config import GRPOConfig
 
 HISTORY_TABLE = "training_history"
@@ -308,7 +308,7 @@ class GRPOTrainer:
 
         tracker = None
         if rank == 0:
-            from training.tracking import Tracker
+            from storage.tracking import Tracker
 
             tracker = Tracker(self.tracking_uri, self.artifact_root)
             params = cfg.flat_params() | {"run_name": self.run_name, "data_fingerprint": self.data_fingerprint}
@@ -657,12 +657,12 @@ class GRPOTrainer:
     def _write_history(self, state: dict) -> None:
         import polars as pl
 
-        from quality import lake_tables
+        from storage import tables
 
         if not state["history"]:
             return
-        frame = lake_tables.conform(pl.DataFrame(state["history"], infer_schema_length=None),
-                                    lake_tables.TRAINING_HISTORY)
+        frame = tables.conform(pl.DataFrame(state["history"], infer_schema_length=None),
+                                    tables.TRAINING_HISTORY)
         self.lake.write_batch(HISTORY_TABLE, {"run": state["run_id"]}, {"part": frame})
 
     def _result(self, state: dict, resumed_from: int, sources: dict, seconds: float) -> TrainResult:

@@ -16,7 +16,7 @@ import polars as pl
 import streamlit as st
 
 from domains.registry import DOMAINS_PATH_ENV, get_registry
-from quality.lake import Lake, resolve_home
+from storage.lake import Lake, resolve_home
 from ui import queries as Q
 
 TTL_S = 60
@@ -111,7 +111,7 @@ def regressions(home: str) -> dict:
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def _promotion_policy(home: str, domains_path: str | None) -> dict:
-    from quality.promotion_policy import PolicyError, load_policy
+    from evaluation.promotion_policy import PolicyError, load_policy
 
     try:
         active = load_policy(home)
@@ -125,7 +125,7 @@ def _promotion_policy(home: str, domains_path: str | None) -> dict:
 
 
 def promotion_policy(home: str) -> dict:
-    """The promotion policy in force for ``home`` (quality.promotion_policy): its source file and
+    """The promotion policy in force for ``home`` (evaluation.promotion_policy): its source file and
     short lines for a person, the protected set resolved against the registry; or ``error``."""
     return _promotion_policy(home, current_domains_path())
 

@@ -19,9 +19,9 @@ from typing import Iterable, Mapping, Sequence
 
 import polars as pl
 
-from quality.lake import Lake
+from storage.lake import Lake
 
-# view name -> (table folder, file stem); see quality/lake.py and quality/lake_tables.py
+# view name -> (table folder, file stem); see storage/lake.py and storage/tables.py
 VIEW_SOURCES: dict[str, tuple[str, str]] = {
     "samples": ("ingest", "samples"),
     "quarantine": ("ingest", "quarantine"),
@@ -413,7 +413,7 @@ def latest_regression(con, domain: str) -> dict | None:
 
 def item_changes(con, domain: str, baseline: str, candidate: str, gen_config: str | None = None) -> pl.DataFrame:
     """Per eval item: mean score and first completion under baseline and candidate, a ``change``
-    (lost | gained | same, as quality.regression counts them), and the prompt and answer when the
+    (lost | gained | same, as evaluation.regression counts them), and the prompt and answer when the
     samples table has them. ``gen_config``: the generation config the comparison used (its
     regression row says); without it, each checkpoint's newest sweep."""
     if not has_view(con, "results"):

@@ -1,7 +1,7 @@
 """A synthetic but internally consistent lake, for the dashboard's tests, benchmark and screenshots.
 
-Every table is written with :meth:`quality.lake.Lake.write_batch` and conformed to the column
-contracts in :mod:`quality.lake_tables`, so the dashboard reads it exactly as it reads a lake that
+Every table is written with :meth:`storage.lake.Lake.write_batch` and conformed to the column
+contracts in :mod:`storage.tables`, so the dashboard reads it exactly as it reads a lake that
 ``make demo`` filled. The numbers are simulated, not invented per table: each checkpoint has a true
 accuracy per domain, ``results`` are sampled from it, and ``sweep_summary``, ``regression`` (paired
 test, Benjamini-Hochberg q, MDE) and ``promotions`` are computed from those results, so the items a
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import polars as pl
 
-from quality import lake_tables as T
-from quality.lake import Lake
+from storage import tables as T
+from storage.lake import Lake
 
 OWNERS = ("math-team@acme", "code-team@acme", "safety@acme", "knowledge@acme")
 TAGS = (("math", "procedural"), ("code",), ("safety", "refusal"), ("knowledge", "qa"))
@@ -121,7 +121,7 @@ def _holm(pvalues: list[float]) -> list[float]:
 
 def paired_comparison(base: list[float], cand: list[float]) -> dict:
     """One-sided paired test for a drop in per-item means (normal approximation), with the
-    fields the regression stage reports (``quality.regression`` uses exact tests; the dashboard
+    fields the regression stage reports (``evaluation.regression`` uses exact tests; the dashboard
     only needs the same columns and verdict rule)."""
     diffs = [c - b for b, c in zip(base, cand)]
     n = len(diffs)
@@ -209,7 +209,7 @@ def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now:
         rows = []
         for d, q in zip(names, qs):
             s = stats[d]
-            # the verdict rule of quality.regression: Holm over protected domains -> regression,
+            # the verdict rule of evaluation.regression: Holm over protected domains -> regression,
             # BH over all domains -> warn
             verdict = "ok"
             if d in protected and holm[d] <= 0.05:

@@ -10,7 +10,7 @@ proof of completion). Here the test never meets the candidate's code:
    (deep-copied before the call, so a solution that mutates them cannot change the record) and the
    canonical result. These calls are the test inputs the sandbox gets; the results never leave.
 2. The sandbox runs the candidate's program on those calls and sends back plain results
-   (``training.sandbox.function_calls``).
+   (``sandbox.function_calls``).
 3. **Verdict** (:func:`verdict`): every result must have the canonical result's plain type tree
    (``plain_data.same_type_tree``: ``bool`` is not ``int``, ``list`` is not ``tuple``, ``None`` is
    ``None``; ``int`` and ``float`` may stand for each other), then the trusted ``check`` runs again
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
-from training.sandbox import plain_data
-from training.sandbox.function_calls import Call, Outcome
+from sandbox import plain_data
+from sandbox.function_calls import Call, Outcome
 
 RANDOM_SEED = "assay-humaneval-check:{task_id}"
 

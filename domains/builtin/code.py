@@ -21,7 +21,7 @@ The verdict is decided where that program cannot reach it (``_humaneval_checks``
    ``check``) and records the calls ``check`` makes on the candidate (the test inputs) and the
    canonical results (randomised tests draw from a private generator seeded by the task id).
 2. The sandbox runs the candidate's program on those inputs and returns its results as plain data
-   (``training.sandbox.function_calls``). It never sees the tests, the expected results or any
+   (``sandbox.function_calls``). It never sees the tests, the expected results or any
    secret: there is nothing in it whose discovery proves success.
 3. The host checks that each result has the canonical result's plain type tree (``bool`` is not
    ``int``, ``list`` is not ``tuple``; ``int`` and ``float`` may stand for each other), then runs
@@ -63,7 +63,7 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
 def scoring_limits():
     """Limits per test run: HumanEval's harness allows 3 s; tests need no processes or network."""
-    from training.sandbox import Limits
+    from sandbox import Limits
 
     return Limits(cpu_s=3.0, wall_s=6.0, memory_mb=512, nproc=8, output_bytes=65_536, scratch_mb=16)
 
@@ -168,7 +168,7 @@ def _problems_by_task() -> dict[str, dict]:
 def _request(completion: str, sample: dict):
     """The sandbox request for one completion: its program called on the recorded test inputs."""
     from domains.builtin import _humaneval_checks as checks
-    from training.sandbox.function_calls import request_for
+    from sandbox.function_calls import request_for
 
     problem = _problem_for(sample)
     calls = checks.recording(problem).calls
@@ -177,7 +177,7 @@ def _request(completion: str, sample: dict):
 
 def _judge(sample: dict, execution) -> tuple[float, str]:
     from domains.builtin import _humaneval_checks as checks
-    from training.sandbox.function_calls import read_results
+    from sandbox.function_calls import read_results
 
     problem = _problem_for(sample)
     results = read_results(execution, len(checks.recording(problem).calls))
@@ -188,7 +188,7 @@ def _judge(sample: dict, execution) -> tuple[float, str]:
 
 def explain(completion: str, sample: dict) -> tuple[float, str]:
     """``score`` and the reason for it (``"passed"``, or why not), for audits and tests."""
-    from training.sandbox import default_sandbox
+    from sandbox import default_sandbox
 
     request = _request(completion, sample)
     execution = default_sandbox().run_program(request.source, files=request.files, limits=request.limits,
@@ -201,8 +201,8 @@ def score(completion: str, sample: dict) -> float:
 
 
 def score_many(completions: Sequence[str], samples_: Sequence[dict], workers: int | None = None) -> list[float]:
-    """``score`` for a batch, run in parallel in a :class:`~training.sandbox.SandboxPool`."""
-    from training.sandbox import SandboxPool
+    """``score`` for a batch, run in parallel in a :class:`~sandbox.SandboxPool`."""
+    from sandbox import SandboxPool
 
     if len(completions) != len(samples_):
         raise ValueError(f"score_many got {len(completions)} completions for {len(samples_)} samples")

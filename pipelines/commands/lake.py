@@ -56,7 +56,7 @@ def run_ingest(args: argparse.Namespace) -> int:
 
     from pipelines.settings import open_lake
     from quality.ingest import ingest_file
-    from quality.readers import UnsupportedFormat, file_format
+    from storage.readers import UnsupportedFormat, file_format
 
     domain, registry = _domain(args.domain)
     path = Path(args.path)

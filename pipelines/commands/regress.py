@@ -3,8 +3,8 @@
 Each file has one row per scored sample with columns ``domain``, ``item_id``, ``sample_idx``,
 ``score`` (in [0, 1]) and optionally ``cluster_id``, ``gen_config`` and ``gen_params`` (Parquet,
 CSV or JSONL): the lake's ``results`` table, or another harness's output. Statistics:
-:mod:`quality.regression`. The protected domains, margins, alpha and q come from the promotion
-policy (:mod:`quality.promotion_policy`: ``--policy``, else ``$ASSAY_HOME/promotion.yaml``, else
+:mod:`evaluation.regression`. The protected domains, margins, alpha and q come from the promotion
+policy (:mod:`evaluation.promotion_policy`: ``--policy``, else ``$ASSAY_HOME/promotion.yaml``, else
 the shipped default); the flags override them.
 Exit 1 when the policy blocks (a protected domain regressed, ...), 2 on bad input, including
 files whose recorded generation configs differ for a domain (not comparable).
@@ -72,10 +72,10 @@ def _registry():
 
 
 def run_regress(args: argparse.Namespace) -> int:
-    from quality.comparability import incomparable_domains
-    from quality.lake import resolve_home
-    from quality.promotion_policy import PolicyError, blocking_reasons, load_policy
-    from quality.regression import RegressionInputError, compare_results, read_results_file
+    from evaluation.comparability import incomparable_domains
+    from storage.lake import resolve_home
+    from evaluation.promotion_policy import PolicyError, blocking_reasons, load_policy
+    from evaluation.regression import RegressionInputError, compare_results, read_results_file
 
     try:
         active = load_policy(resolve_home(), args.policy)

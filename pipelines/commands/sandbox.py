@@ -43,7 +43,7 @@ def register(subparsers) -> None:
 
 
 def run_file(args: argparse.Namespace) -> int:
-    from training.sandbox import Limits, SandboxUnavailable, run_program
+    from sandbox import Limits, SandboxUnavailable, run_program
 
     path = Path(args.file)
     if not path.is_file():

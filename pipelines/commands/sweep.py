@@ -3,7 +3,7 @@
 Writes lake tables ``results`` (one row per scored sample) and ``sweep_summary`` (one row per
 domain) and logs ``score/<domain>``, ``stderr/<domain>`` to MLflow against the checkpoint. Re-runs
 skip every (checkpoint, item, sample, generation config) already scored; a killed sweep resumes.
-See :mod:`training.sweep`.
+See :mod:`evaluation.sweep`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     from domains import UnknownDomainError, get_registry
     from pipelines.settings import open_lake
     from training.checkpoints import CheckpointError
-    from training.sweep import SweepConfig, SweepError, sweep_checkpoint
+    from evaluation.sweep import SweepConfig, SweepError, sweep_checkpoint
 
     for name in ("samples", "limit", "max_new_tokens", "batch_items"):
         value = getattr(args, name)

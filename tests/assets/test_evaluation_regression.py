@@ -27,7 +27,7 @@ def tiny_built(tmp_path_factory):
 @pytest.fixture
 def env(assay_home, tmp_path, tiny_built, monkeypatch):
     from domains import get_registry
-    from quality.lake import Lake
+    from storage.lake import Lake
     from training.checkpoints import register_checkpoint
 
     shutil.copytree(tiny_built, assay_home / "models" / "tiny")
@@ -57,8 +57,8 @@ def _write_fake_sweep(lake, checkpoint: str, scores: list[float], max_new_tokens
     """A sweep of `plug` (8 items x K=2) written straight to the lake, as another harness would.
     With 8 items the exact sign-flip test can reach p = 1/256; with 4 it could not go below 1/16.
     ``max_new_tokens`` records a readable generation config (gen_params) with that length."""
-    from quality.comparability import gen_identity
-    from quality.lake_tables import RESULTS, SWEEP_SUMMARY, conform
+    from evaluation.comparability import gen_identity
+    from storage.tables import RESULTS, SWEEP_SUMMARY, conform
 
     config, params = ("g", None) if max_new_tokens is None else gen_identity(
         {"max_new_tokens": max_new_tokens, "temperature": 0.7, "top_p": 0.95, "prompt_format": "raw"})
@@ -77,7 +77,7 @@ def _write_fake_sweep(lake, checkpoint: str, scores: list[float], max_new_tokens
 def test_not_comparable_domain_fails_the_blocking_check_and_is_refused(env, assay_home):
     """Champion swept at 64 tokens, candidate at 256: not compared, named, promotion refused."""
     from assets.regression import champion_promotion, regression_report
-    from quality.promotion import PromotionDecision, apply_promotion, current_champion
+    from evaluation.promotion import PromotionDecision, apply_promotion, current_champion
 
     lake = env
     apply_promotion(lake, lake.mlflow_uri, PromotionDecision("base-tiny", None, True, "first champion"))
@@ -115,7 +115,7 @@ def _run_everything(lake, instance, assay_home):
     from pipelines.resources import default_resources
     from pipelines.schedules import nightly_sweep_schedule
     from pipelines.sensors import new_checkpoint_sensor
-    from quality.promotion import current_champion
+    from evaluation.promotion import current_champion
 
     resources = default_resources(str(assay_home))
 

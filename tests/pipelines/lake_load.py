@@ -20,8 +20,8 @@ from pathlib import Path
 
 import polars as pl
 
-from quality import lake as lake_module
-from quality.lake_tables import QUARANTINE, SAMPLES, conform
+from storage import lake as lake_module
+from storage.tables import QUARANTINE, SAMPLES, conform
 
 
 def replace(home: str, domain: str, rows: str, stop_file: str, *mode: str) -> None:

@@ -71,7 +71,7 @@ def test_domain_partition_materializes_with_metadata(assay_home, tmp_path, monke
     assert metadata["train_admitted"].value == 30
     assert metadata["eval_admitted"].value == 200
     assert "What is" in metadata["preview"].value
-    from quality.lake import Lake
+    from storage.lake import Lake
 
     assert Lake.at(assay_home).sql("SELECT count(*) AS n FROM samples")["n"][0] == 230
 
@@ -100,7 +100,7 @@ def test_parallel_partition_runs_do_not_collide(assay_home, tmp_path):
         results = list(pool.map(materialize, names))
     for result in results:
         assert result.returncode == 0, result.stderr[-2000:]
-    from quality.lake import Lake
+    from storage.lake import Lake
 
     counts = Lake.at(assay_home).sql("SELECT domain, count(*) AS n FROM samples GROUP BY 1 ORDER BY 1")
     assert counts["domain"].to_list() == names

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from quality.lake import Lake
+from storage.lake import Lake
 from tests.conftest import REPO, run_cli, write_plugin
 
 INGEST_DOMAINS = ("conc_a", "conc_b", "conc_c")

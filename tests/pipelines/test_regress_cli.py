@@ -57,7 +57,7 @@ def test_regress_cli_bad_input_exits_2(tmp_path, assay_home):
 
 def _tag(path, params: dict | None):
     """Record a generation config in a results file, as the lake's results table does."""
-    from quality.comparability import gen_identity
+    from evaluation.comparability import gen_identity
 
     frame = pl.read_parquet(path)
     config, text = gen_identity(params) if params else (None, None)

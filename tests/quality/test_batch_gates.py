@@ -87,7 +87,7 @@ def test_ge_severity_mapping_critical_is_error_warning_is_warn():
 def test_evaluate_batch_gates_quarantines_out_of_band_and_stores_results(assay_home):
     from quality.batch_gates import evaluate_batch_gates, train_set_rows
     from quality.ingest import ingest_generated, quarantine_listing
-    from quality.lake import Lake
+    from storage.lake import Lake
 
     lake = Lake.at(assay_home)
     domain = _domain()
@@ -130,7 +130,7 @@ def _ingest(lake, domain, tmp_path, name: str, rows: list[dict]):
 @pytest.mark.slow
 def test_batch_gates_judge_the_incoming_batch_not_the_domains_history(assay_home, tmp_path):
     from quality.batch_gates import evaluate_batch_gates, train_set_rows
-    from quality.lake import Lake
+    from storage.lake import Lake
 
     lake = Lake.at(assay_home)
     domain = _domain("hist_dom", answer_pattern=r"\d+")
@@ -180,7 +180,7 @@ def test_batch_gates_judge_the_incoming_batch_not_the_domains_history(assay_home
 @pytest.mark.slow
 def test_a_reused_id_is_a_duplicate_at_ingest_and_the_format_gate_passes(assay_home, tmp_path):
     from quality.batch_gates import evaluate_batch_gates
-    from quality.lake import Lake
+    from storage.lake import Lake
 
     lake = Lake.at(assay_home)
     domain = _domain("ids_dom", answer_pattern=r"\d+")
@@ -206,9 +206,9 @@ def test_a_rejected_batch_does_not_block_its_corrected_copy(assay_home, tmp_path
     """Rows of a batch the gates rejected are not 'already held': the fixed file is admitted."""
     import polars as pl
 
-    from quality import lake_tables
+    from storage import tables
     from quality.gate_history import record_judged, versions_of
-    from quality.lake import Lake
+    from storage.lake import Lake
 
     lake = Lake.at(assay_home)
     domain = _domain("fix_dom", answer_pattern=r"\d+")
@@ -216,12 +216,12 @@ def test_a_rejected_batch_does_not_block_its_corrected_copy(assay_home, tmp_path
     # the gates' record of a failed evaluation of that batch (what evaluate_batch_gates stores)
     samples = lake.read("ingest", "samples")
     record_judged(lake, domain.name, "e1", "2026-01-01T00:00:00.000001+00:00",
-                  versions_of(samples, lake_tables.empty(lake_tables.QUARANTINE)))
+                  versions_of(samples, tables.empty(tables.QUARANTINE)))
     lake.write_batch("gate_results", {"domain": domain.name, "evaluation": "e1"}, {"part": pl.DataFrame([{
         "domain": domain.name, "evaluation": "e1", "gate": "format", "expectation": "expect_column_values_to_match_regex(answer)",
         "severity": "critical", "success": False, "observed": "{}", "threshold": "{}", "rows_checked": 5,
         "rows_failed": 5, "evaluated_at": "2026-01-01T00:00:00.000001+00:00", "mlflow_run_id": None}],
-        schema=lake_tables.GATE_RESULTS)})
+        schema=tables.GATE_RESULTS)})
     fixed = _ingest(lake, domain, tmp_path, "fixed", _rows("x", 100, 5))
     assert (fixed.admitted, fixed.reasons) == (5, {}), "the corrected copy (same ids) is admitted"
     assert bad.batch != fixed.batch

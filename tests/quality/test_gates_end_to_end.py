@@ -87,7 +87,7 @@ def test_failing_gate_blocks_only_its_domains_train_set(assay_home, tmp_path, mo
         modules["assets.ingest"].domain_samples, modules["assets.quality"].gated_samples,
         modules["assets.quality"].domain_train_set)
     from pipelines.resources import default_resources
-    from quality.lake import Lake
+    from storage.lake import Lake
 
     resources = default_resources(str(assay_home))
     # keep the test fast: only the two plugin domains' eval items are compared for contamination

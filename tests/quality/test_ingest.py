@@ -9,8 +9,8 @@ import pytest
 
 from domains import Domain
 from quality.ingest import ingest_file, ingest_generated, quarantine_listing
-from quality.lake import Lake
-from quality.readers import UnsupportedFormat
+from storage.lake import Lake
+from storage.readers import UnsupportedFormat
 
 DOMAIN = Domain(
     name="toy", owner="o", description="d", max_prompt_tokens=50,

@@ -10,8 +10,8 @@ import pytest
 
 from domains import Domain
 from domains.registry import Registry
-from quality import lake_tables
-from quality.lake import Lake
+from storage import tables
+from storage.lake import Lake
 from training.data import TrainingDataError, load_training_data
 
 
@@ -37,7 +37,7 @@ def write_gate_result(lake: Lake, domain: str, evaluation: str, evaluated_at: st
         "domain": domain, "evaluation": evaluation, "gate": gate, "expectation": expectation,
         "severity": "critical", "success": failed is None, "observed": "{}", "threshold": "{}",
         "rows_checked": 4, "rows_failed": 4 if failed else 0, "evaluated_at": evaluated_at, "mlflow_run_id": None,
-    }], schema=lake_tables.GATE_RESULTS)})
+    }], schema=tables.GATE_RESULTS)})
 
 
 def write_train_set(lake: Lake, domain: str, evaluation: str, rows: list[tuple[str, str, str]]) -> None:
@@ -45,7 +45,7 @@ def write_train_set(lake: Lake, domain: str, evaluation: str, rows: list[tuple[s
         "domain": [domain] * len(rows), "id": [r[0] for r in rows], "prompt": [r[1] for r in rows],
         "answer": [r[2] for r in rows], "metadata": [json.dumps({})] * len(rows), "difficulty": [0.5] * len(rows),
         "evaluation": [evaluation] * len(rows), "gated_at": ["2026-01-01T00:00:00+00:00"] * len(rows)})
-    lake.write_batch("train_set", {"domain": domain}, {"part": lake_tables.conform(frame, lake_tables.TRAIN_SET)})
+    lake.write_batch("train_set", {"domain": domain}, {"part": tables.conform(frame, tables.TRAIN_SET)})
 
 
 ROWS = [("a", "What is 1 plus 1?", "2"), ("b", "What is 2 plus 2?", "4"), ("c", "What is 3 plus 3?", "6")]

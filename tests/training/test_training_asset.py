@@ -8,8 +8,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from quality import lake_tables
-from quality.lake import Lake
+from storage import tables
+from storage.lake import Lake
 from tests.conftest import write_plugin
 
 
@@ -27,8 +27,8 @@ def _write_train_set(home, domain: str, n: int = 16, evaluation: str = "e1",
     lake.write_batch("gate_results", {"domain": domain, "evaluation": evaluation}, {"part": pl.DataFrame([{
         "domain": domain, "evaluation": evaluation, "gate": "format", "expectation": "expect_column_values_to_be_unique(id)",
         "severity": "critical", "success": True, "observed": "{}", "threshold": "{}", "rows_checked": n,
-        "rows_failed": 0, "evaluated_at": evaluated_at, "mlflow_run_id": None}], schema=lake_tables.GATE_RESULTS)})
-    lake.write_batch("train_set", {"domain": domain}, {"part": lake_tables.conform(rows, lake_tables.TRAIN_SET)})
+        "rows_failed": 0, "evaluated_at": evaluated_at, "mlflow_run_id": None}], schema=tables.GATE_RESULTS)})
+    lake.write_batch("train_set", {"domain": domain}, {"part": tables.conform(rows, tables.TRAIN_SET)})
 
 
 def _materialize(home, run_config: dict, instance):

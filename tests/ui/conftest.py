@@ -1,4 +1,4 @@
-"""A small fixture lake written through the real Lake (tables per quality/lake_tables.py) plus a
+"""A small fixture lake written through the real Lake (tables per storage/tables.py) plus a
 real MLflow SQLite store with a run and metrics; shared by the UI tests of this folder."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from quality.lake import Lake
+from storage.lake import Lake
 from tests.ui.conftest import fresh_app
 from ui.queries import PASS_THRESHOLD
 
@@ -177,8 +177,8 @@ def verdicts_env(tmp_path, monkeypatch) -> dict:
     """A lake whose comparison holds an underpowered and a not-comparable domain, and a team policy."""
     import numpy as np
 
-    from quality.comparability import gen_identity
-    from quality.regression import compare_results
+    from evaluation.comparability import gen_identity
+    from evaluation.regression import compare_results
 
     rng = np.random.default_rng(0)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from quality import lake_tables as T
-from quality.lake import Lake
+from storage import tables as T
+from storage.lake import Lake
 from ui import queries as Q
 
 

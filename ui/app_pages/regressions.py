@@ -53,7 +53,7 @@ with st.expander("Promotion policy", expanded=False):
     else:
         st.markdown("\n".join(f"- {line}" for line in policy["lines"]))
         st.caption("One file decides: $ASSAY_HOME/promotion.yaml (copy the shipped "
-                   "quality/promotion_policy.yaml there and edit it).")
+                   "evaluation/promotion_policy.yaml there and edit it).")
 
 VERDICT_CHOICES = ["regression", "warn", "not_comparable", "underpowered", "ok"]
 verdicts = st.multiselect("Verdicts", VERDICT_CHOICES, default=VERDICT_CHOICES, key="regressions_verdicts")

@@ -33,7 +33,7 @@ import os
 import sys
 
 try:
-    from training.sandbox import plain_data
+    from sandbox import plain_data
 except ImportError:  # inside the sandbox: a copy of plain_data.py sits next to this file
     import plain_data  # type: ignore[no-redef]
 

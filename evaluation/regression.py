@@ -59,10 +59,10 @@ gives p = 1. When ``p_min > alpha`` (alpha is also the per-test level used for B
 non-flag says nothing: the domain's verdict is ``underpowered``, ``mde`` is infinite (JSON null,
 with ``underpowered: true``), never a finite number that would suggest the drop was ruled out.
 What an underpowered domain does to a promotion is the promotion policy's choice
-(:mod:`quality.promotion_policy`, ``on_underpowered``).
+(:mod:`evaluation.promotion_policy`, ``on_underpowered``).
 
 Comparability. A domain whose two sides record different generation configs (``gen_config`` /
-``gen_params`` columns, :mod:`quality.comparability`) is not tested at all: it is listed in
+``gen_params`` columns, :mod:`evaluation.comparability`) is not tested at all: it is listed in
 ``not_comparable`` with the differing fields.
 
 Items are matched on (domain, item_id). Items or domains only one side scored, items whose
@@ -416,7 +416,7 @@ class RegressionReport:
     baseline: str | None = None
     candidate: str | None = None
     # domains both sides scored under different generation configs: listed, never compared
-    # ({"domain", "protected", "difference"}; see quality.comparability)
+    # ({"domain", "protected", "difference"}; see evaluation.comparability)
     not_comparable: list[dict] = field(default_factory=list)
 
     @property
@@ -446,9 +446,9 @@ class RegressionReport:
         }
 
     def to_frame(self) -> pl.DataFrame:
-        """Rows of lake table ``regression`` (quality.lake_tables.REGRESSION); a not-comparable
+        """Rows of lake table ``regression`` (storage.tables.REGRESSION); a not-comparable
         domain is a row with verdict ``not_comparable``, null statistics and the difference."""
-        from quality.lake_tables import REGRESSION, conform
+        from storage.tables import REGRESSION, conform
 
         now = datetime.now(timezone.utc).isoformat()
         rows = [{**{k: v for k, v in d.to_json().items() if k in REGRESSION},
@@ -520,7 +520,7 @@ def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: 
     ``{domain: margin}`` (others get :data:`DEFAULT_MARGIN`); ``protected`` names the domains
     whose regressions are ERRORs. A domain whose recorded generation configs differ between the
     sides is not tested: it is listed in :attr:`RegressionReport.not_comparable`."""
-    from quality.comparability import incomparable_domains
+    from evaluation.comparability import incomparable_domains
 
     if not 0 < alpha < 1 or not 0 < q_level < 1:
         raise ValueError(f"alpha ({alpha}) and q_level ({q_level}) must be in (0, 1)")

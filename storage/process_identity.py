@@ -1,6 +1,6 @@
 """Which process wrote something, in a form that outlives the process, and whether it still runs.
 
-The lake names each in-flight folder after the process that made it (:mod:`quality.lake`), so
+The lake names each in-flight folder after the process that made it (:mod:`storage.lake`), so
 that recovery removes what a dead writer left and never the work of a live one in another
 process. A pid alone cannot say that: pids are reused, and after a reboot they start again. The
 identity is therefore ``(boot id, pid, start time)``:

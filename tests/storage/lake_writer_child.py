@@ -1,6 +1,6 @@
 """A real lake writer in a child process that stops mid-write until its parent says go on.
 
-``python -m tests.quality.lake_writer_child HOME TABLE BATCH VALUE PAUSE_AT [aside]`` writes
+``python -m tests.storage.lake_writer_child HOME TABLE BATCH VALUE PAUSE_AT [aside]`` writes
 ``{"v": [VALUE]}`` to ``TABLE/batch=BATCH``. ``PAUSE_AT`` is ``write`` (after the Parquet file is
 written in staging) or ``aside`` (after the old version was renamed aside, before the new one is
 renamed in); there it prints ``paused`` and waits for a line on stdin. ``aside`` as the last
@@ -15,7 +15,7 @@ import sys
 
 import polars as pl
 
-from quality import lake as lake_module
+from storage import lake as lake_module
 
 
 def _pause() -> None:

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 
 from domains import Domain
-from quality.lake import Lake
+from storage.lake import Lake
 from training.generation import prompt_format_id
-from training.sweep import SweepConfig, SweepError, checkpoint_results, pass_at_k, run_sweep, summarize
+from evaluation.sweep import SweepConfig, SweepError, checkpoint_results, pass_at_k, run_sweep, summarize
 from training.tiny_model import CHAT_TEMPLATE
 
 
@@ -151,7 +151,7 @@ def test_sampled_completions_do_not_depend_on_batching(tmp_path, tiny_engine_fac
 
 
 def test_sample_seed_is_stable_and_depends_on_what_the_sample_is():
-    from training.sweep import sample_seed
+    from evaluation.sweep import sample_seed
 
     # a golden value: the seed must not change between processes or Python versions (hash() would)
     assert sample_seed(0, "alpha", "alpha-eval-1", 2, "abc") == 1481136292344490409
@@ -195,9 +195,9 @@ def test_sweep_checkpoint_logs_mlflow_and_promotion_moves_the_alias(tiny_home, m
 
     from mlflow.tracking import MlflowClient
 
-    from quality.promotion import (apply_promotion, compare_checkpoints, current_champion, decide_promotion)
+    from evaluation.promotion import (apply_promotion, compare_checkpoints, current_champion, decide_promotion)
     from training.checkpoints import register_checkpoint
-    from training.sweep import sweep_checkpoint
+    from evaluation.sweep import sweep_checkpoint
 
     lake = Lake.at(tiny_home)
     uri = lake.mlflow_uri

@@ -33,7 +33,7 @@ dashboard) and threads use one lake at once, with no server and no lock:
   readers take that aside folder as the committed version (its path keeps the ``key=value``
   parts, so partition columns stay right), so they see the old or the new batch, never neither.
 - *Work folders name their owner* as ``<boot id>-<pid>-<start time>``
-  (:mod:`quality.process_identity`), which survives the process and is not fooled by pid reuse or
+  (:mod:`storage.process_identity`), which survives the process and is not fooled by pid reuse or
   a reboot. :meth:`Lake.recover` removes only what a dead owner left: its staging and deleted
   folders go, its aside folder is restored unless a newer version was committed since. Live work,
   this process's threads included, is never touched. Recovery runs where writes start
@@ -62,7 +62,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import polars as pl
 
-from quality import process_identity
+from storage import process_identity
 
 HOME_ENV = "ASSAY_HOME"
 DEFAULT_HOME = ".assay"

@@ -11,9 +11,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from training.sandbox.limits import Limits
-from training.sandbox.result import ExecutionResult
-from training.sandbox.runner import Sandbox, default_sandbox
+from sandbox.limits import Limits
+from sandbox.result import ExecutionResult
+from sandbox.runner import Sandbox, default_sandbox
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ re-run never loads it) and serves every domain. Per domain:
    readable as ``gen_params`` (JSON) and hashed as ``gen_config`` (:func:`generation_config`), so
    raising K adds samples to the cached ones, and changing ``max_new_tokens``, the temperature or
    the chat template starts afresh. Comparisons use ``gen_params`` to compare like with like
-   (:mod:`quality.comparability`);
+   (:mod:`evaluation.comparability`);
 3. generation in batches of ``batch_items`` items; each batch is scored with ``Domain.safe_score``
    (the code domain's scorer runs the sandbox itself) and committed as its own lake partition
    ``results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet`` before the next starts, so a killed
@@ -20,7 +20,7 @@ re-run never loads it) and serves every domain. Per domain:
 4. the summary row (lake table ``sweep_summary``): mean of the per-item means, pass@1 and pass@K
    (the unbiased estimator of Chen et al. 2021, "Evaluating Large Language Models Trained on
    Code", eq. 1; a sample passes when it earns full credit, score == 1), the SE of the mean
-   (cluster-robust when items carry a ``cluster_id``, see :func:`quality.regression.standard_error`;
+   (cluster-robust when items carry a ``cluster_id``, see :func:`evaluation.regression.standard_error`;
    Miller 2024, arXiv:2411.00640), a t-based 95% CI clipped to [0, 1], n, K and tokens/s of generation.
 
 Sampling: K=1 is greedy; K>1 samples at ``temperature`` (default 0.7, top_p 0.95), since K greedy
@@ -30,7 +30,7 @@ same draw however the sweep was batched, ordered, resumed or extended: raising K
 two *new* draws, and they equal samples 2 and 3 of a fresh K=4 sweep. The checkpoint is left out
 on purpose (common random numbers): a champion and a candidate draw sample k of an item with the
 same random stream, so identical weights give identical completions and the paired comparison of
-:mod:`quality.regression` sees less sampling noise; each checkpoint's own samples stay independent
+:mod:`evaluation.regression` sees less sampling noise; each checkpoint's own samples stay independent
 draws, so its means, pass@k and standard errors are unchanged in distribution. An item's
 ``cluster_id`` comes from its metadata (``cluster_id``, else ``template``); none means the items
 are treated as independent.
@@ -53,9 +53,9 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import polars as pl
 
-from quality.comparability import gen_identity
-from quality.lake import Lake
-from quality.lake_tables import RESULTS, SWEEP_SUMMARY, conform
+from evaluation.comparability import gen_identity
+from storage.lake import Lake
+from storage.tables import RESULTS, SWEEP_SUMMARY, conform
 
 DEFAULT_TEMPERATURE = 0.7
 DEFAULT_TOP_P = 0.95
@@ -159,7 +159,7 @@ def summarize(rows: pl.DataFrame, *, k: int | None = None) -> dict:
     """Summary statistics of one (checkpoint, domain, gen_config)'s per-sample rows."""
     from scipy import stats
 
-    from quality.regression import standard_error
+    from evaluation.regression import standard_error
 
     per_item = rows.group_by("item_id").agg(
         pl.col("score").mean().alias("mean"), pl.len().alias("n"),
@@ -356,8 +356,8 @@ def _generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], par
 # -- reading sweeps back -------------------------------------------------------------------------
 
 def checkpoint_results(lake: Lake, checkpoint: str, domains: Iterable[str] | None = None) -> pl.DataFrame:
-    """Per-sample rows of a checkpoint's latest sweep per domain (see quality.promotion)."""
-    from quality.promotion import checkpoint_results as read
+    """Per-sample rows of a checkpoint's latest sweep per domain (see evaluation.promotion)."""
+    from evaluation.promotion import checkpoint_results as read
 
     return read(lake, checkpoint, domains)
 
@@ -438,7 +438,7 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
                        prompt_format=prompt_format_of_folder(record.path))
     run_id = None
     if log_mlflow:
-        from training.tracking import Tracker
+        from storage.tracking import Tracker
 
         experiment_id = Tracker(tracking_uri, artifact_root or str(lake.mlflow_artifacts)).experiment_id()
         run_id = log_sweep_to_mlflow(result, tracking_uri, experiment_id)

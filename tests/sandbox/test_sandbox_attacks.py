@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.sandbox_helpers import IS_ROOT, needs_bwrap, needs_root, stop_and_kill
-from training.sandbox import Limits, run_program
+from tests.sandbox.sandbox_helpers import IS_ROOT, needs_bwrap, needs_root, stop_and_kill
+from sandbox import Limits, run_program
 
 pytestmark = needs_bwrap
 REPO = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ LIMITS = Limits(cpu_s=5, wall_s=10, memory_mb=256, nproc=16, output_bytes=100_00
 @pytest.fixture(autouse=True, params=["fork-exec", "prlimit-setpriv"])
 def launch_path(request, monkeypatch):
     """Every attack against both ways a run starts (small parents fork; large ones exec a chain)."""
-    import training.sandbox.runner as runner
+    import sandbox.runner as runner
 
     monkeypatch.setattr(runner, "CHAIN_ABOVE_RSS_MB", float("inf") if request.param == "fork-exec" else 0)
     return request.param

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from training.sandbox.errors import SandboxUnavailable
-from training.sandbox.uids import DEFAULT_UID_BASE
+from sandbox.errors import SandboxUnavailable
+from sandbox.uids import DEFAULT_UID_BASE
 
 UNSAFE_ENV = "ASSAY_UNSAFE_LOCAL_EXEC"
 BWRAP_ENV = "ASSAY_SANDBOX_BWRAP"

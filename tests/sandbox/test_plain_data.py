@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from training.sandbox import plain_data
-from training.sandbox.plain_data import InvalidPlainData, NotPlainData, decode, dumps, encode, loads, same_type_tree
+from sandbox import plain_data
+from sandbox.plain_data import InvalidPlainData, NotPlainData, decode, dumps, encode, loads, same_type_tree
 
 ROUND_TRIPS = [
     None, True, False, 0, -7, 2**200, -(2**plain_data.MAX_INT_BITS - 1), 0.1, -0.0, 1e308, 5e-324,

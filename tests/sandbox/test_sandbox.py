@@ -10,8 +10,8 @@ import time
 import pytest
 
 from tests.conftest import run_cli
-from tests.training.sandbox_helpers import needs_bwrap, needs_root
-from training.sandbox import (ExecutionRequest, Limits, Sandbox, SandboxConfig, SandboxError, SandboxPool,
+from tests.sandbox.sandbox_helpers import needs_bwrap, needs_root
+from sandbox import (ExecutionRequest, Limits, Sandbox, SandboxConfig, SandboxError, SandboxPool,
                               SandboxUnavailable, run_program)
 
 pytestmark = needs_bwrap
@@ -112,7 +112,7 @@ def test_result_contract_has_exactly_five_keys():
 def test_both_launch_paths_enforce_uid_and_limits(chain, monkeypatch):
     # Small processes set uid and limits between fork and exec; large ones go through util-linux's
     # prlimit + setpriv (so CPython can vfork). Force each path and check the same guarantees.
-    import training.sandbox.runner as runner
+    import sandbox.runner as runner
 
     monkeypatch.setattr(runner, "CHAIN_ABOVE_RSS_MB", 0 if chain else float("inf"))
     sandbox = Sandbox(SandboxConfig())
@@ -135,7 +135,7 @@ print(os.getuid(), kids, resource.getrlimit(resource.RLIMIT_AS)[0] >> 20)
 
 
 def test_a_failed_sandbox_setup_is_retried_then_raised(monkeypatch):
-    import training.sandbox.runner as runner
+    import sandbox.runner as runner
 
     real_launch, calls = runner._launch, []
 
@@ -266,7 +266,7 @@ def test_cli_refuses_without_isolation(tmp_path, assay_home):
 
 
 def test_import_is_light():
-    code = ("import sys, time; t = time.perf_counter(); import training.sandbox; "
+    code = ("import sys, time; t = time.perf_counter(); import sandbox; "
             "heavy = [m for m in ('torch', 'dagster', 'polars', 'numpy') if m in sys.modules]; "
             "print(heavy, time.perf_counter() - t)")
     import subprocess

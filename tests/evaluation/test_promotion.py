@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from quality.promotion import decide_promotion
-from quality.regression import compare_results
+from evaluation.promotion import decide_promotion
+from evaluation.regression import compare_results
 
 
 def _rows(domain, p, rng, k=4):
@@ -51,9 +51,9 @@ SAMPLED256 = {**GREEDY64, "max_new_tokens": 256, "temperature": 0.7, "top_p": 0.
 
 
 def _sweep(lake, checkpoint: str, domain: str, params: dict, scores: list[float], at: str, k: int = 1):
-    """One sweep of `domain` written to the lake as training.sweep writes it (results + summary)."""
-    from quality.comparability import gen_identity
-    from quality.lake_tables import RESULTS, SWEEP_SUMMARY, conform
+    """One sweep of `domain` written to the lake as evaluation.sweep writes it (results + summary)."""
+    from evaluation.comparability import gen_identity
+    from storage.tables import RESULTS, SWEEP_SUMMARY, conform
 
     config, text = gen_identity(params)
     n = len(scores) // k
@@ -69,8 +69,8 @@ def _sweep(lake, checkpoint: str, domain: str, params: dict, scores: list[float]
 
 
 def test_domains_are_compared_on_a_config_both_swept_or_reported_not_comparable(assay_home):
-    from quality.lake import Lake
-    from quality.promotion import compare_checkpoints
+    from storage.lake import Lake
+    from evaluation.promotion import compare_checkpoints
 
     lake = Lake.at(assay_home)
     rng = np.random.default_rng(1)
@@ -99,7 +99,7 @@ def test_domains_are_compared_on_a_config_both_swept_or_reported_not_comparable(
 
 
 def test_underpowered_protected_domain_refuses_unless_the_policy_allows_it():
-    from quality.promotion_policy import PromotionPolicy
+    from evaluation.promotion_policy import PromotionPolicy
 
     rng = np.random.default_rng(0)
     base = pl.concat([_rows("math", np.full(200, 0.5), rng), _rows("safety", np.full(4, 0.9), rng)])
@@ -114,7 +114,7 @@ def test_underpowered_protected_domain_refuses_unless_the_policy_allows_it():
 
 
 def test_block_on_any_lets_an_unprotected_drop_block():
-    from quality.promotion_policy import PromotionPolicy
+    from evaluation.promotion_policy import PromotionPolicy
 
     report = _report(-0.2, protected=())          # math drops, but nothing is protected
     assert [d.verdict for d in report.domains if d.domain == "math"] == ["warn"]
@@ -130,7 +130,7 @@ def _register(uri: str, checkpoints: list[str]) -> None:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from quality.promotion import REGISTERED_MODEL
+    from evaluation.promotion import REGISTERED_MODEL
 
     client = MlflowClient(tracking_uri=uri)
     try:
@@ -145,8 +145,8 @@ def _promoter(home: str, uri: str, tasks, barrier, done) -> None:
     """Promote what `tasks` says, released together with the other promoter by `barrier`."""
     from pathlib import Path
 
-    from quality.lake import Lake
-    from quality.promotion import PromotionDecision, apply_promotion
+    from storage.lake import Lake
+    from evaluation.promotion import PromotionDecision, apply_promotion
 
     lake = Lake(Path(home))
     while (task := tasks.get()) is not None:
@@ -158,8 +158,8 @@ def _promoter(home: str, uri: str, tasks, barrier, done) -> None:
 
 def _race(assay_home, reps: int, start_workers) -> None:
     """`reps` rounds: two candidates promoted at the same moment against the champion both saw."""
-    from quality.lake import Lake
-    from quality.promotion import PromotionDecision, apply_promotion, current_champion
+    from storage.lake import Lake
+    from evaluation.promotion import PromotionDecision, apply_promotion, current_champion
 
     lake = Lake.at(assay_home)
     uri = f"sqlite:///{assay_home / 'mlflow.db'}"
@@ -190,11 +190,11 @@ def _race(assay_home, reps: int, start_workers) -> None:
     assert history.height == reps + 1 and history["candidate"][-1] == current_champion(uri)
 
 
-def test_concurrent_promotions_in_two_processes_exactly_one_wins(assay_home, mlflow_db):
+def test_concurrent_promotions_in_two_processes_exactly_one_wins(assay_home, empty_mlflow_db):
     import multiprocessing as mp
     import shutil
 
-    shutil.copy(mlflow_db, assay_home / "mlflow.db")
+    shutil.copy(empty_mlflow_db, assay_home / "mlflow.db")
     ctx = mp.get_context("spawn")
 
     def start(home, uri):
@@ -217,12 +217,12 @@ def test_concurrent_promotions_in_two_processes_exactly_one_wins(assay_home, mlf
     _race(assay_home, 12, start)
 
 
-def test_concurrent_promotions_in_two_threads_exactly_one_wins(assay_home, mlflow_db):
+def test_concurrent_promotions_in_two_threads_exactly_one_wins(assay_home, empty_mlflow_db):
     import queue
     import shutil
     import threading
 
-    shutil.copy(mlflow_db, assay_home / "mlflow.db")
+    shutil.copy(empty_mlflow_db, assay_home / "mlflow.db")
 
     def start(home, uri):
         tasks = [queue.Queue(), queue.Queue()]
@@ -242,13 +242,13 @@ def test_concurrent_promotions_in_two_threads_exactly_one_wins(assay_home, mlflo
     _race(assay_home, 25, start)
 
 
-def test_a_promotion_whose_champion_moved_is_recorded_as_refused(assay_home, mlflow_db):
+def test_a_promotion_whose_champion_moved_is_recorded_as_refused(assay_home, empty_mlflow_db):
     import shutil
 
-    from quality.lake import Lake
-    from quality.promotion import PromotionDecision, apply_promotion, current_champion
+    from storage.lake import Lake
+    from evaluation.promotion import PromotionDecision, apply_promotion, current_champion
 
-    shutil.copy(mlflow_db, assay_home / "mlflow.db")
+    shutil.copy(empty_mlflow_db, assay_home / "mlflow.db")
     lake = Lake.at(assay_home)
     uri = f"sqlite:///{assay_home / 'mlflow.db'}"
     _register(uri, ["x", "y", "late"])

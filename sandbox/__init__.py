@@ -2,7 +2,7 @@
 
 Stdlib only (it must import fast and run anywhere)::
 
-    from training.sandbox import Limits, run_program, SandboxPool
+    from sandbox import Limits, run_program, SandboxPool
 
     result = run_program("print(input()[::-1])", stdin="abc", limits=Limits(wall_s=5, memory_mb=256))
     result.status, result.stdout        # ('ok', 'cba\\n')
@@ -11,10 +11,10 @@ Stdlib only (it must import fast and run anywhere)::
         results = pool.run_many([ExecutionRequest(source=s) for s in programs])
 
 To judge model-written functions, call them on plain-data arguments and get plain-data results
-back (``training.sandbox.function_calls``; the verdict then stays on the host, out of the code's
+back (``sandbox.function_calls``; the verdict then stays on the host, out of the code's
 reach)::
 
-    from training.sandbox.function_calls import Call, run_calls
+    from sandbox.function_calls import Call, run_calls
 
     run_calls(source, "add", [Call((1, 2))]).outcomes   # (Outcome(kind='returned', value=3),)
 
@@ -22,12 +22,12 @@ Isolation: bubblewrap started as an unprivileged numeric uid with rlimits (see `
 it, running is refused (:class:`SandboxUnavailable`) unless ``ASSAY_UNSAFE_LOCAL_EXEC=1``.
 """
 
-from training.sandbox.errors import SandboxError, SandboxUnavailable
-from training.sandbox.isolation import UNSAFE_ENV, SandboxConfig
-from training.sandbox.limits import Limits
-from training.sandbox.pool import ExecutionRequest, SandboxPool
-from training.sandbox.result import STATUSES, ExecutionResult
-from training.sandbox.runner import Sandbox, default_sandbox, run_command, run_program
+from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.isolation import UNSAFE_ENV, SandboxConfig
+from sandbox.limits import Limits
+from sandbox.pool import ExecutionRequest, SandboxPool
+from sandbox.result import STATUSES, ExecutionResult
+from sandbox.runner import Sandbox, default_sandbox, run_command, run_program
 
 __all__ = [
     "ExecutionRequest", "ExecutionResult", "Limits", "STATUSES", "Sandbox", "SandboxConfig", "SandboxError",

@@ -9,7 +9,7 @@
   comparable": the report names the differing fields (``max_new_tokens: 64 vs 256``) and never
   tests it. Rows go to lake table ``regression``;
 - :func:`decide_promotion` is the pure rule: the promotion policy
-  (:mod:`quality.promotion_policy`) says what blocks (protected regressions, or any significant
+  (:mod:`evaluation.promotion_policy`) says what blocks (protected regressions, or any significant
   drop; underpowered, not-comparable and missing protected domains), against the champion and
   the anchor; otherwise promote, listing the BH warnings and the domains that improved;
 - :func:`apply_promotion` moves the MLflow registry alias ``champion`` on ``assay-policy`` to the
@@ -43,10 +43,10 @@ from typing import Iterable, Protocol
 
 import polars as pl
 
-from quality.lake import Lake
-from quality.lake_tables import PROMOTIONS, RESULTS, conform
-from quality.promotion_policy import ActivePolicy, PromotionPolicy, blocking_reasons, policy_json, unchecked
-from quality.regression import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_Q, RegressionReport, compare_results
+from storage.lake import Lake
+from storage.tables import PROMOTIONS, RESULTS, conform
+from evaluation.promotion_policy import ActivePolicy, PromotionPolicy, blocking_reasons, policy_json, unchecked
+from evaluation.regression import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_Q, RegressionReport, compare_results
 
 REGISTERED_MODEL = "assay-policy"
 CHAMPION_ALIAS = "champion"
@@ -189,7 +189,7 @@ def _fmt(d) -> str:
 def decide_promotion(candidate: str, champion: str | None, reports: dict[str, RegressionReport],
                      policy: PromotionPolicy | ActivePolicy | None = None) -> PromotionDecision:
     """Promote unless a report (``{"champion": r, "anchor": r}``) holds something the policy
-    blocks on (:func:`quality.promotion_policy.blocking_reasons`; default: the shipped policy).
+    blocks on (:func:`evaluation.promotion_policy.blocking_reasons`; default: the shipped policy).
     With no champion yet the candidate becomes the first one."""
     active = policy
     policy = policy.policy if isinstance(policy, ActivePolicy) else (policy or PromotionPolicy())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quality.promotion_policy import (SHIPPED_POLICY, PolicyError, PromotionPolicy, load_policy, parse_policy)
+from evaluation.promotion_policy import (SHIPPED_POLICY, PolicyError, PromotionPolicy, load_policy, parse_policy)
 
 
 def test_the_shipped_file_is_the_default_policy(tmp_path):

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from tests.training.sandbox_helpers import needs_bwrap
-from training.sandbox import ExecutionResult, Limits
-from training.sandbox.call_harness import RESULT_MARKER
-from training.sandbox.function_calls import Call, Outcome, read_results, request_for, run_calls
+from tests.sandbox.sandbox_helpers import needs_bwrap
+from sandbox import ExecutionResult, Limits
+from sandbox.call_harness import RESULT_MARKER
+from sandbox.function_calls import Call, Outcome, read_results, request_for, run_calls
 
 FAST = Limits(cpu_s=3, wall_s=6, memory_mb=256, output_bytes=65_536)
 
@@ -105,7 +105,7 @@ def test_requests_carry_only_plain_arguments_and_a_valid_entry_point():
     assert set(request.files) == {"program.py", "calls.json", "plain_data.py"} and request.argv == ("f",)
     with pytest.raises(ValueError, match="must be a Python identifier"):
         request_for("", "f; import os", [])
-    from training.sandbox.plain_data import NotPlainData
+    from sandbox.plain_data import NotPlainData
 
     with pytest.raises(NotPlainData):
         request_for("", "f", [Call((object(),))])

@@ -1,7 +1,7 @@
 """Call functions of untrusted code on plain-data arguments, in the sandbox, and get plain-data
 results back: the building block of every verifier that runs model-written code.
 
-    from training.sandbox.function_calls import Call, run_calls
+    from sandbox.function_calls import Call, run_calls
 
     results = run_calls(source, "add", [Call((1, 2)), Call((3,), {"y": 4})], limits=Limits(cpu_s=3))
     results.failure       # None, or one line saying why no results came back
@@ -32,14 +32,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
-from training.sandbox import plain_data
-from training.sandbox.call_harness import CALLS_FILE, CODEC_FILE, PROGRAM_FILE, RESULT_MARKER
+from sandbox import plain_data
+from sandbox.call_harness import CALLS_FILE, CODEC_FILE, PROGRAM_FILE, RESULT_MARKER
 
 if TYPE_CHECKING:
-    from training.sandbox.limits import Limits
-    from training.sandbox.pool import ExecutionRequest
-    from training.sandbox.result import ExecutionResult
-    from training.sandbox.runner import Sandbox
+    from sandbox.limits import Limits
+    from sandbox.pool import ExecutionRequest
+    from sandbox.result import ExecutionResult
+    from sandbox.runner import Sandbox
 
 OutcomeKind = Literal["returned", "raised", "unserialisable"]
 MAX_DETAIL_CHARS = 200
@@ -94,7 +94,7 @@ def _support_files() -> tuple[str, str]:
 
 def request_for(program: str, entry_point: str, calls: Sequence[Call], limits: "Limits | None" = None) -> "ExecutionRequest":
     """The sandbox request that calls ``entry_point`` of ``program`` once per call."""
-    from training.sandbox.pool import ExecutionRequest
+    from sandbox.pool import ExecutionRequest
 
     if not isinstance(entry_point, str) or not entry_point.isidentifier():
         raise ValueError(f"entry point {entry_point!r} must be a Python identifier, e.g. 'solve'")
@@ -146,7 +146,7 @@ def run_calls(program: str, entry_point: str, calls: Sequence[Call], *, limits: 
 
     Raises ``SandboxUnavailable`` when there is no isolation (never a silent failure).
     """
-    from training.sandbox.runner import default_sandbox
+    from sandbox.runner import default_sandbox
 
     request = request_for(program, entry_point, calls, limits)
     execution = (sandbox or default_sandbox()).run_program(

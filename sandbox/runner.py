@@ -38,13 +38,13 @@ import time
 from pathlib import PurePosixPath
 from typing import Mapping, Sequence
 
-from training.sandbox.errors import SandboxError, SandboxUnavailable
-from training.sandbox.isolation import (
+from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.isolation import (
     INSTALL_HINT, UNSAFE_ENV, SandboxConfig, find_bwrap, find_interpreter, host_root_binds, probe_bwrap,
 )
-from training.sandbox.limits import Limits
-from training.sandbox.result import ExecutionResult
-from training.sandbox.uids import allocator_for
+from sandbox.limits import Limits
+from sandbox.result import ExecutionResult
+from sandbox.uids import allocator_for
 
 SCRATCH = "/tmp"
 # A hand-made /dev: bwrap's --dev adds a writable, uncapped /dev/shm tmpfs (a way to fill RAM).
@@ -151,7 +151,7 @@ def _launch(command: list[str], limits: Limits, nproc: int | None, uid: int | No
 
 
 class Sandbox:
-    """Runs untrusted programs. Thread-safe: a :class:`~training.sandbox.pool.SandboxPool` shares one."""
+    """Runs untrusted programs. Thread-safe: a :class:`~sandbox.pool.SandboxPool` shares one."""
 
     def __init__(self, config: SandboxConfig | None = None):
         self.config = config or SandboxConfig.from_env()

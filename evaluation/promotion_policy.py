@@ -1,11 +1,11 @@
 """The promotion policy: one typed config, edited in one file, that decides what blocks a checkpoint.
 
 Where it comes from (first found wins, the whole file is the policy; unset fields take the
-defaults below, which are also what the shipped ``quality/promotion_policy.yaml`` says):
+defaults below, which are also what the shipped ``evaluation/promotion_policy.yaml`` says):
 
 1. a path given explicitly (``assay regress --policy``, the Dagster config ``policy_path``);
 2. ``$ASSAY_HOME/promotion.yaml`` (the team's file);
-3. ``quality/promotion_policy.yaml`` shipped with the repo.
+3. ``evaluation/promotion_policy.yaml`` shipped with the repo.
 
 The file is validated when read; an error names the file, the field and how to fix it.
 
@@ -17,14 +17,14 @@ What it decides (:func:`blocking_reasons`, used by the promotion, the Dagster ch
   any domain (Benjamini-Hochberg at ``q``) blocks.
 - ``on_underpowered: refuse``: a domain that could block (a protected one; any one under
   ``block_on: any``) but whose test cannot reject at ``alpha`` (verdict ``underpowered``, see
-  :mod:`quality.regression`) blocks too: a gate that cannot see a regression must not pass one.
+  :mod:`evaluation.regression`) blocks too: a gate that cannot see a regression must not pass one.
   ``allow`` lets it through (named in the reason as unchecked).
 - ``refuse_not_comparable``: a domain the two checkpoints were swept on under different
-  generation configs blocks (:mod:`quality.comparability`).
+  generation configs blocks (:mod:`evaluation.comparability`).
 - ``refuse_missing_protected``: a protected domain that one side swept and the other did not.
 
 ``protected`` (unset: the domains the registry marks ``protected=True``), ``default_margin``,
-``margins``, ``alpha`` and ``q`` feed :func:`quality.regression.compare_results`.
+``margins``, ``alpha`` and ``q`` feed :func:`evaluation.regression.compare_results`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import os
 import polars as pl
 import pytest
 
-from quality.lake import Lake
+from storage.lake import Lake
 
 
 def test_write_read_and_query(assay_home):

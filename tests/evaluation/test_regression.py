@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from quality.regression import (RegressionInputError, benjamini_hochberg, compare_results, holm,
+from evaluation.regression import (RegressionInputError, benjamini_hochberg, compare_results, holm,
                                 minimum_detectable_drop, paired_test)
 
 
@@ -192,7 +192,7 @@ def test_exact_mcnemar_with_few_discordant_pairs_is_underpowered(discordant, und
 
 @pytest.mark.parametrize("n, underpowered", [(4, True), (5, False)])
 def test_exact_unconditional_with_few_items_is_underpowered(n, underpowered):
-    from quality.regression import _exact_unconditional_p
+    from evaluation.regression import _exact_unconditional_p
 
     t = paired_test(np.ones(n), np.zeros(n), margin=0.01, binary_single_sample=True)
     assert t.test.startswith("exact unconditional")
@@ -233,7 +233,7 @@ def test_report_marks_underpowered_domains_with_null_mde():
 # -- comparability: different generation configs are listed, never compared ----------------------
 
 def test_different_generation_configs_are_not_comparable():
-    from quality.comparability import gen_identity
+    from evaluation.comparability import gen_identity
 
     greedy64 = gen_identity({"max_new_tokens": 64, "temperature": 0.0, "top_p": 1.0, "prompt_format": "raw"})
     sampled256 = gen_identity({"max_new_tokens": 256, "temperature": 0.7, "top_p": 1.0, "prompt_format": "raw"})

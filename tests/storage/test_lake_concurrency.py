@@ -2,7 +2,7 @@
 readers never modify the lake and never find a replaced batch missing.
 
 Writers that die are real child processes killed with SIGKILL mid-write
-(:mod:`tests.quality.lake_writer_child`); "aside" runs force the commit used on file systems
+(:mod:`tests.storage.lake_writer_child`); "aside" runs force the commit used on file systems
 without an atomic folder swap.
 """
 
@@ -18,10 +18,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from quality import lake as lake_module
-from quality import process_identity
-from quality.lake import Lake
-from quality.lake_tables import QUARANTINE, SAMPLES, conform
+from storage import lake as lake_module
+from storage import process_identity
+from storage.lake import Lake
+from storage.tables import QUARANTINE, SAMPLES, conform
 from tests.conftest import REPO, run_cli
 
 SWAPS = ["exchange", "aside"]
@@ -57,7 +57,7 @@ class PausedWriter:
     """A child process stopped in the middle of ``write_batch`` (see lake_writer_child)."""
 
     def __init__(self, home: Path, table: str, batch: str, value: int, pause_at: str, aside: bool = False):
-        args = [sys.executable, "-m", "tests.quality.lake_writer_child", str(home), table, batch, str(value),
+        args = [sys.executable, "-m", "tests.storage.lake_writer_child", str(home), table, batch, str(value),
                 pause_at] + (["aside"] if aside else [])
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.proc = subprocess.Popen(args, cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -75,7 +75,7 @@ class PausedWriter:
 
 def _dead_identity() -> process_identity.ProcessIdentity:
     """The identity of a real process that has exited."""
-    code = "from quality.process_identity import current; print(current().token)"
+    code = "from storage.process_identity import current; print(current().token)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     return process_identity.ProcessIdentity.parse(out.stdout.strip())

@@ -1,7 +1,7 @@
 """Column contracts of the lake's tables: writers produce exactly these, readers rely on them.
 
 Each table lives at ``lake/<table>/<partition keys>/<file>.parquet`` and is written with
-:meth:`quality.lake.Lake.write_batch` (one atomic folder per batch). The DuckDB view name is the
+:meth:`storage.lake.Lake.write_batch` (one atomic folder per batch). The DuckDB view name is the
 file stem (``part`` -> the table name). Times are ISO-8601 UTC strings. A column that a stage
 cannot compute is null, never a made-up number.
 """
