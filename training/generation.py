@@ -315,6 +315,15 @@ def decode_batch(model, tokenizer, prompt_ids: list[list[int]], params: Sampling
     return results
 
 
+def cache_argument(model) -> str:
+    """The name under which ``model.forward`` takes its KV cache: ``cache`` from transformers 5.20,
+    ``past_key_values`` before (vLLM's CPU build pins transformers < 5.20). An unknown keyword is
+    swallowed by ``**kwargs`` without a word, and decoding would then run without its cache."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: set[int], pad_id: int,
                   stops: _StopChecker, row_seeds: list[int], device, with_logprobs: bool):
     import torch
@@ -329,7 +338,8 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
     ids, attn = ids.to(device), attn.to(device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=positions, cache=cache,
+    cache_kw = {cache_argument(model): cache}
+    out = model(input_ids=ids, attention_mask=attn, position_ids=positions, **cache_kw,
                 use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1].float()
     next_pos = positions[:, -1] + 1
@@ -374,7 +384,7 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
             active = [active[r] for r in keep]
         attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
         out = model(input_ids=tokens[:, None], attention_mask=attn, position_ids=next_pos[:, None],
-                    cache=cache, use_cache=True)
+                    **cache_kw, use_cache=True)
         logits = out.logits[:, -1].float()
         next_pos = next_pos + 1
     finished.sort(key=lambda f: f[0])
