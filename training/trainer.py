@@ -6,7 +6,7 @@ One step (per process):
 2. sample ``num_generations`` completions per prompt with the KV-cache decode loop
    (:func:`training.generation.decode_batch`) from the rollout copy of the policy, each completion
    with its own seed derived from (run seed, step, the prompt's place in the step, sample index);
-3. score each completion with its own domain (:class:`training.rewards.RewardComposer`);
+3. score each completion with its own domain, one batch per domain (:class:`training.rewards.RewardComposer`);
 4. group-relative advantages; groups whose rewards are all equal (advantage 0) are counted
    (``zero_var_frac``) and, by default (``skip_zero_variance_groups``), left out of the
    forward/backward pass, the loss normaliser and the KL term: DAPO's dynamic sampling, without the
@@ -459,9 +459,10 @@ class GRPOTrainer:
     def _step(self, step: int, picks, engine, rollout_model, ref_model, composer, autocast) -> list[dict]:
         step_start = time.perf_counter()
         rollouts, gen_seconds = self._rollouts(step, picks, engine, rollout_model)
-        for r in rollouts:
-            scored = composer.score(r.domain, r.text, r.row, len(r.completion_ids))
-            r.reward, r.score = scored.reward, scored.components["score"]
+        scored = composer.score_many([r.domain for r in rollouts], [r.text for r in rollouts],
+                                     [r.row for r in rollouts], [len(r.completion_ids) for r in rollouts])
+        for r, reward in zip(rollouts, scored):
+            r.reward, r.score = reward.reward, reward.components["score"]
         zero_var, loss_total = self._learn(rollouts, engine, ref_model, autocast)
         seconds = time.perf_counter() - step_start
         return self._history_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total)
