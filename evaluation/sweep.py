@@ -8,7 +8,7 @@ re-run never loads it) and serves every domain. Per domain:
 2. the cache: rows of lake table ``results`` for (checkpoint, domain, gen_config) already hold some
    (item, sample_idx) pairs; only the missing samples are generated. The generation config is the
    sampling parameters (without n and seed) plus the prompt format (the chat template the engine
-   applies, as a hash, or ``raw``; :func:`training.generation.prompt_format_of_folder`), stored
+   applies, as a hash, or ``raw``; :func:`training.prompts.prompt_format_of_folder`), stored
    readable as ``gen_params`` (JSON) and hashed as ``gen_config`` (:func:`generation_config`), so
    raising K adds samples to the cached ones, and changing ``max_new_tokens``, the temperature or
    the chat template starts afresh. Comparisons use ``gen_params`` to compare like with like
@@ -223,13 +223,13 @@ def generation_config(params, prompt_format: str) -> tuple[str, str]:
 
 def _check_prompt_format(engine, prompt_format: str) -> None:
     """The cache key must describe what the engine really does to prompts."""
-    from training.generation import prompt_format_of_engine
+    from training.prompts import prompt_format_of_engine
 
-    actual = getattr(engine, "prompt_format", None) or prompt_format_of_engine(engine)
+    actual = prompt_format_of_engine(engine)
     if actual is not None and actual != prompt_format:
         raise SweepError(f"the engine formats prompts as {actual!r} but the sweep was keyed on {prompt_format!r}: "
                          "pass the prompt format of the model folder the engine loads "
-                         "(training.generation.prompt_format_of_folder)")
+                         "(training.prompts.prompt_format_of_folder)")
 
 
 def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: EngineFactory,
@@ -238,21 +238,21 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
     """Sweep ``checkpoint`` on ``domains`` (``Domain`` objects); writes ``results`` batches and one
     ``sweep_summary`` row per domain. ``engine_factory()`` builds the generation engine; it is
     called at most once, and only if some sample is not cached. ``prompt_format`` (see
-    :func:`training.generation.prompt_format_of_folder`) is part of the cache key; None asks the
+    :func:`training.prompts.prompt_format_of_folder`) is part of the cache key; None asks the
     engine, which then has to be built first even when everything is cached."""
     from tqdm import tqdm
 
-    from training.generation import prompt_format_of_engine
+    from training.prompts import prompt_format_of_engine
 
     log = log or (lambda message: None)
     started = time.perf_counter()
     engine = None
     if prompt_format is None:
         engine = engine_factory()
-        prompt_format = getattr(engine, "prompt_format", None) or prompt_format_of_engine(engine)
+        prompt_format = prompt_format_of_engine(engine)
         if prompt_format is None:
             raise SweepError("the engine does not say how it formats prompts: pass prompt_format= "
-                             "(training.generation.prompt_format_of_folder(model folder), or 'raw')")
+                             "(training.prompts.prompt_format_of_folder(model folder), or 'raw')")
     plans = []
     for domain in domains:
         k = config.samples or domain.eval_samples_per_item
@@ -444,7 +444,7 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
             return make_engine(record.path, backend, dtype=dtype, home=str(lake.home), **engine_options)
         return make_engine(record.path, backend, **engine_options)
 
-    from training.generation import prompt_format_of_folder
+    from training.prompts import prompt_format_of_folder
 
     # read from the tokenizer files, so a fully cached re-run still never loads the model
     result = run_sweep(lake, record.checkpoint, domains, factory, config, log=log,

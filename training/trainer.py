@@ -3,7 +3,8 @@
 One step (per process):
 
 1. draw ``prompts_per_step`` prompts from the domain mixture (a pure function of seed and step);
-2. sample ``num_generations`` completions per prompt with the KV-cache decode loop
+2. sample ``num_generations`` completions per prompt (formatted by :mod:`training.prompts`, as
+   sweeps format them) with the KV-cache decode loop
    (:func:`training.generation.decode_batch`) from the rollout copy of the policy, each completion
    with its own seed derived from (run seed, step, the prompt's place in the step, sample index);
 3. score each completion with its own domain, one batch per domain (:class:`training.rewards.RewardComposer`);
@@ -422,18 +423,12 @@ class GRPOTrainer:
         import torch
 
         from training.generation import SamplingParams, decode_batch, derive_seed
+        from training.prompts import prompt_ids as chat_prompt_ids
 
         cfg = self.config
         tok = self.tokenizer
-        prompt_ids = []
-        for pick in picks:
-            if getattr(tok, "chat_template", None):
-                text = tok.apply_chat_template([{"role": "user", "content": pick.row["prompt"]}],
-                                               tokenize=False, add_generation_prompt=True)
-            else:
-                text = pick.row["prompt"]
-            ids = tok(text, add_special_tokens=False).input_ids
-            prompt_ids.append(ids[-cfg.max_prompt_length:])
+        # formatted and tokenized as the engines do for sweeps; long prompts keep their end
+        prompt_ids = [chat_prompt_ids(tok, pick.row["prompt"])[-cfg.max_prompt_length:] for pick in picks]
         params = SamplingParams(max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
                                 top_p=cfg.top_p, top_k=cfg.top_k, stop=tuple(cfg.stop), n=cfg.num_generations)
         # one seed per completion, from what it is (run seed, step, the prompt's place in the global

@@ -12,7 +12,7 @@ import pytest
 
 from domains import Domain
 from storage.lake import Lake
-from training.generation import prompt_format_id
+from training.prompts import prompt_format_id
 from evaluation.sweep import SweepConfig, SweepError, checkpoint_results, pass_at_k, run_sweep, summarize
 from training.tiny_model import CHAT_TEMPLATE
 
@@ -248,7 +248,7 @@ def test_sweep_records_its_generation_config_readably_and_keys_it_on_the_prompt_
         assay_home, tiny_engine_factory, tiny_source):
     import json
 
-    from training.generation import prompt_format_of_folder
+    from training.prompts import prompt_format_of_folder
 
     lake = Lake.at(assay_home)
     domain = _domain("eps", n_items=3)
