@@ -198,7 +198,8 @@ def _check_reference(domain: Domain, samples: list[dict]) -> dict:
     if disagreement:
         return _result(False, disagreement)
     batch = "; score_many agrees with score" if domain.score_many is not None else ""
-    return _result(True, f"{len(samples)} reference answers scored 1.0 (as generated and after the lake round trip){batch}")
+    return _result(True, f"{len(samples)} reference answers scored 1.0 (as generated and after the lake "
+                         f"round trip){batch}")
 
 
 def _batch_disagreement(domain: Domain, samples: list[dict]) -> str | None:

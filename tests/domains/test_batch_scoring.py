@@ -74,7 +74,8 @@ def test_scorer_failures_name_the_domain_and_the_sample_and_keep_the_cause():
             raise ZeroDivisionError("boom")
         return 1.0
 
-    with pytest.raises(ScoringError, match=r"domain 'batchy': score raised on sample 's1': ZeroDivisionError: boom") as one:
+    named = r"domain 'batchy': score raised on sample 's1': ZeroDivisionError: boom"
+    with pytest.raises(ScoringError, match=named) as one:
         _domain(score).safe_score_many(["a", "b", "c"], _samples(3))
     assert one.value.sample_ids == ("s1",) and isinstance(one.value.__cause__, ZeroDivisionError)
     with pytest.raises(ScoringError, match=r"score returned 'yes' for sample 's0'"):

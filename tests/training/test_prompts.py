@@ -67,7 +67,8 @@ def test_the_prompt_format_follows_the_template_the_formatting_applies(tiny_home
     assert prompt_format_of_tokenizer(tokenizer) not in (original, RAW_PROMPT)
 
     # named templates: the "default" one is applied and named; none named "default" is refused
-    tokenizer.chat_template = {"default": "D:{{ messages[0]['content'] }}", "tool_use": "T:{{ messages[0]['content'] }}"}
+    tokenizer.chat_template = {"default": "D:{{ messages[0]['content'] }}",
+                               "tool_use": "T:{{ messages[0]['content'] }}"}
     assert chat_prompt(tokenizer, "hi") == "D:hi"
     assert prompt_format_of_tokenizer(tokenizer) == prompt_format_id("D:{{ messages[0]['content'] }}")
     tokenizer.chat_template = {"tool_use": "T:{{ messages[0]['content'] }}"}
