@@ -39,8 +39,9 @@ def main() -> None:
 
     from domains import get_registry
     from storage.lake import Lake
-    from training.generation import make_engine, prompt_format_of_folder
+    from training.generation import make_engine
     from training.policy import ensure_smollm2
+    from training.prompts import prompt_format_of_folder
     from evaluation.sweep import SweepConfig, run_sweep
 
     torch.manual_seed(0)

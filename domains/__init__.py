@@ -3,7 +3,7 @@
 Plugins import the contract as ``from domains import Domain``.
 """
 
-from domains.base import Domain, DomainError, SAFETY_POLICIES, SPLITS
+from domains.base import Domain, DomainError, SAFETY_POLICIES, SPLITS, ScoringError
 from domains.registry import PluginError, Registry, UnknownDomainError, get_registry, load_registry
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "Registry",
     "SAFETY_POLICIES",
     "SPLITS",
+    "ScoringError",
     "UnknownDomainError",
     "get_registry",
     "load_registry",

@@ -9,13 +9,19 @@ packs). Behaviour is passed as plain callables so a domain file needs nothing bu
 ``samples(split, n, seed)`` yields dicts with ``id`` (stable str), ``prompt``, ``answer`` (str) and
 an optional ``metadata`` dict; ``"train"`` and ``"eval"`` must be disjoint. ``score(completion,
 sample)`` returns a float in [0, 1].
+
+Scoring in batches: GRPO scores a whole step's rollouts and sweeps a whole batch of eval samples
+per domain in one call of :meth:`Domain.safe_score_many`, as TRL's reward functions take batches.
+A domain whose scorer is cheaper in bulk (the ``code`` domain runs a batch in a sandbox pool)
+passes ``score_many(completions, samples) -> list[float]`` as well; without it the batch is
+``score`` mapped over the samples. Both must agree item for item.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 SPLITS = ("train", "eval")
 SAFETY_POLICIES = ("clean", "adversarial")
@@ -29,10 +35,21 @@ DEFAULT_EVAL_SIZE = 200
 
 SampleFn = Callable[[str, int, int], Iterable[dict]]
 ScoreFn = Callable[[str, dict], float]
+ScoreManyFn = Callable[[Sequence[str], Sequence[dict]], Sequence[float]]
 
 
 class DomainError(ValueError):
     """A domain definition or a domain's output breaks the contract."""
+
+
+class ScoringError(DomainError):
+    """Scoring a batch failed: the scorer raised or broke the contract. ``sample_ids`` are the
+    samples concerned: the one that failed when it is known, else the whole batch."""
+
+    def __init__(self, message: str, domain: str, sample_ids: Sequence[str | None]):
+        super().__init__(message)
+        self.domain = domain
+        self.sample_ids = tuple(sample_ids)
 
 
 @dataclass(frozen=True)
@@ -52,6 +69,8 @@ class Domain:
     - ``gate_thresholds``: per-domain overrides of the quality gates' thresholds, by name.
     - ``eval_samples_per_item``: K, the samples per eval item in sweeps.
     - ``protected``: regressions here block promotion (Holm-corrected ERROR), not just warn.
+    - ``score_many``: ``score_many(completions, samples) -> list[float]``, the same scores as
+      ``score`` for a whole batch in one call (e.g. run in parallel); default: ``score`` mapped.
     """
 
     name: str
@@ -67,6 +86,7 @@ class Domain:
     gate_thresholds: Mapping[str, float] = field(default_factory=dict)
     eval_samples_per_item: int = 1
     protected: bool = False
+    score_many: ScoreManyFn | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
@@ -84,6 +104,9 @@ class Domain:
                     f"domain {self.name!r}: {attr} must be a callable, got "
                     f"{type(getattr(self, attr)).__name__}"
                 )
+        if self.score_many is not None and not callable(self.score_many):
+            raise DomainError(f"domain {self.name!r}: score_many must be a callable or None, got "
+                              f"{type(self.score_many).__name__}")
         if isinstance(self.tags, str) or not all(isinstance(t, str) for t in self.tags):
             raise DomainError(f"domain {self.name!r}: tags must be a tuple of strings, e.g. ('math',)")
         object.__setattr__(self, "tags", tuple(self.tags))
@@ -123,12 +146,67 @@ class Domain:
     def safe_score(self, completion: str, sample: dict) -> float:
         """``score`` clamped to [0, 1]; a scorer that returns a non-number breaks the contract."""
         value = self.score(completion, sample)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        if not _is_score(value):
             raise DomainError(f"domain {self.name!r}: score returned {value!r}, expected a float in [0, 1]")
+        return min(1.0, max(0.0, float(value)))
+
+    def safe_score_many(self, completions: Sequence[str], samples: Sequence[dict]) -> list[float]:
+        """Scores of a batch (``completions[i]`` against ``samples[i]``), each checked and clamped
+        like :meth:`safe_score`: one ``score_many`` call when the domain has one, else ``score``
+        mapped over the batch. A scorer that raises, returns a non-number or a list of the wrong
+        length raises :class:`ScoringError`, naming the domain and the samples; nothing is scored 0."""
+        completions, samples = list(completions), list(samples)
+        if len(completions) != len(samples):
+            raise DomainError(f"domain {self.name!r}: {len(completions)} completions for {len(samples)} samples; "
+                              "pass one completion per sample")
+        if not completions:
+            return []
+        if self.score_many is None:
+            return [self._score_one(c, s) for c, s in zip(completions, samples)]
+        ids = [_sample_id(s) for s in samples]
+        try:
+            values = list(self.score_many(completions, samples))
+        except Exception as exc:
+            raise ScoringError(f"domain {self.name!r}: score_many raised on a batch of {len(samples)} samples "
+                               f"({_id_list(ids)}): {type(exc).__name__}: {exc}", self.name, ids) from exc
+        if len(values) != len(samples):
+            raise ScoringError(f"domain {self.name!r}: score_many returned {len(values)} scores for "
+                               f"{len(samples)} samples; it must return one per sample, in order", self.name, ids)
+        for value, sample_id in zip(values, ids):
+            if not _is_score(value):
+                raise ScoringError(f"domain {self.name!r}: score_many returned {value!r} for sample {sample_id!r}, "
+                                   "expected a float in [0, 1] (a Python float or int)", self.name, [sample_id])
+        return [min(1.0, max(0.0, float(v))) for v in values]
+
+    def _score_one(self, completion: str, sample: dict) -> float:
+        """:meth:`safe_score` of one sample of a batch; a failure names the sample."""
+        sample_id = _sample_id(sample)
+        try:
+            value = self.score(completion, sample)
+        except Exception as exc:
+            raise ScoringError(f"domain {self.name!r}: score raised on sample {sample_id!r}: "
+                               f"{type(exc).__name__}: {exc}", self.name, [sample_id]) from exc
+        if not _is_score(value):
+            raise ScoringError(f"domain {self.name!r}: score returned {value!r} for sample {sample_id!r}, "
+                               "expected a float in [0, 1]", self.name, [sample_id])
         return min(1.0, max(0.0, float(value)))
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "owner": self.owner, "tags": list(self.tags), "description": self.description}
+
+
+def _is_score(value: Any) -> bool:
+    """A real number (bool is not a score, NaN is not a number)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and value == value
+
+
+def _sample_id(sample: Any) -> str | None:
+    return sample.get("id") if isinstance(sample, Mapping) else None
+
+
+def _id_list(ids: Sequence[str | None], shown: int = 5) -> str:
+    more = f", ... {len(ids) - shown} more" if len(ids) > shown else ""
+    return ", ".join(repr(i) for i in ids[:shown]) + more
 
 
 def normalize_sample(domain: str, row: Any) -> dict:

@@ -8,13 +8,14 @@ re-run never loads it) and serves every domain. Per domain:
 2. the cache: rows of lake table ``results`` for (checkpoint, domain, gen_config) already hold some
    (item, sample_idx) pairs; only the missing samples are generated. The generation config is the
    sampling parameters (without n and seed) plus the prompt format (the chat template the engine
-   applies, as a hash, or ``raw``; :func:`training.generation.prompt_format_of_folder`), stored
+   applies, as a hash, or ``raw``; :func:`training.prompts.prompt_format_of_folder`), stored
    readable as ``gen_params`` (JSON) and hashed as ``gen_config`` (:func:`generation_config`), so
    raising K adds samples to the cached ones, and changing ``max_new_tokens``, the temperature or
    the chat template starts afresh. Comparisons use ``gen_params`` to compare like with like
    (:mod:`evaluation.comparability`);
-3. generation in batches of ``batch_items`` items; each batch is scored with ``Domain.safe_score``
-   (the code domain's scorer runs the sandbox itself) and committed as its own lake partition
+3. generation in batches of ``batch_items`` items; each batch is scored in one
+   ``Domain.safe_score_many`` call (the code domain runs the batch in a sandbox pool; a scorer
+   that fails raises, naming the item, and nothing is scored 0) and committed as its own lake partition
    ``results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet`` before the next starts, so a killed
    sweep loses at most one batch and resumes where it stopped;
 4. the summary row (lake table ``sweep_summary``): mean of the per-item means, pass@1 and pass@K
@@ -222,13 +223,13 @@ def generation_config(params, prompt_format: str) -> tuple[str, str]:
 
 def _check_prompt_format(engine, prompt_format: str) -> None:
     """The cache key must describe what the engine really does to prompts."""
-    from training.generation import prompt_format_of_engine
+    from training.prompts import prompt_format_of_engine
 
-    actual = getattr(engine, "prompt_format", None) or prompt_format_of_engine(engine)
+    actual = prompt_format_of_engine(engine)
     if actual is not None and actual != prompt_format:
         raise SweepError(f"the engine formats prompts as {actual!r} but the sweep was keyed on {prompt_format!r}: "
                          "pass the prompt format of the model folder the engine loads "
-                         "(training.generation.prompt_format_of_folder)")
+                         "(training.prompts.prompt_format_of_folder)")
 
 
 def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: EngineFactory,
@@ -237,21 +238,21 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
     """Sweep ``checkpoint`` on ``domains`` (``Domain`` objects); writes ``results`` batches and one
     ``sweep_summary`` row per domain. ``engine_factory()`` builds the generation engine; it is
     called at most once, and only if some sample is not cached. ``prompt_format`` (see
-    :func:`training.generation.prompt_format_of_folder`) is part of the cache key; None asks the
+    :func:`training.prompts.prompt_format_of_folder`) is part of the cache key; None asks the
     engine, which then has to be built first even when everything is cached."""
     from tqdm import tqdm
 
-    from training.generation import prompt_format_of_engine
+    from training.prompts import prompt_format_of_engine
 
     log = log or (lambda message: None)
     started = time.perf_counter()
     engine = None
     if prompt_format is None:
         engine = engine_factory()
-        prompt_format = getattr(engine, "prompt_format", None) or prompt_format_of_engine(engine)
+        prompt_format = prompt_format_of_engine(engine)
         if prompt_format is None:
             raise SweepError("the engine does not say how it formats prompts: pass prompt_format= "
-                             "(training.generation.prompt_format_of_folder(model folder), or 'raw')")
+                             "(training.prompts.prompt_format_of_folder(model folder), or 'raw')")
     plans = []
     for domain in domains:
         k = config.samples or domain.eval_samples_per_item
@@ -321,14 +322,14 @@ def sample_seed(seed: int, domain: str, item_id: str, sample_idx: int, gen_confi
 def _generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
                         gen_config: str, seed: int) -> pl.DataFrame:
     """Generate the missing samples of ``chunk`` (grouped by how many each item misses, so each
-    engine call shares one prefill per item) and score them. ``seed``: the sweep's base seed."""
+    engine call shares one prefill per item) and score them in one ``Domain.safe_score_many`` call.
+    ``seed``: the sweep's base seed."""
     from dataclasses import replace
 
     groups: dict[int, list[tuple[dict, list[int]]]] = {}
     for item, missing in chunk:
         groups.setdefault(len(missing), []).append((item, missing))
-    rows = []
-    now = datetime.now(timezone.utc).isoformat()
+    generated = []  # (item, sample_idx, generation)
     for n, group in groups.items():
         batch_params = replace(params, n=n)
         prompts = [engine.format_prompt(item["prompt"]) for item, _ in group]
@@ -340,17 +341,29 @@ def _generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], par
         for (item, missing), generations in zip(group, outputs):
             if len(generations) != n:
                 raise SweepError(f"engine returned {len(generations)} completions for item {item['id']!r}, expected {n}")
-            for sample_idx, gen in zip(missing, generations):
-                try:
-                    score = domain.safe_score(gen.text, item)
-                except Exception as exc:  # re-raised with where it happened; never scored as 0
-                    raise SweepError(f"domain {domain.name!r} scorer failed on item {item['id']!r}: "
-                                     f"{type(exc).__name__}: {exc}") from exc
-                rows.append({"checkpoint": checkpoint, "domain": domain.name, "item_id": item["id"],
-                             "sample_idx": sample_idx, "score": score, "completion": gen.text,
-                             "latency_s": float(gen.latency_s), "tokens": int(gen.completion_tokens),
-                             "cluster_id": cluster_of(item), "gen_config": gen_config, "created_at": now})
+            generated.extend((item, sample_idx, gen) for sample_idx, gen in zip(missing, generations))
+    scores = _score_batch(domain, [gen.text for _, _, gen in generated], [item for item, _, _ in generated])
+    now = datetime.now(timezone.utc).isoformat()
+    rows = [{"checkpoint": checkpoint, "domain": domain.name, "item_id": item["id"], "sample_idx": sample_idx,
+             "score": score, "completion": gen.text, "latency_s": float(gen.latency_s),
+             "tokens": int(gen.completion_tokens), "cluster_id": cluster_of(item), "gen_config": gen_config,
+             "created_at": now}
+            for (item, sample_idx, gen), score in zip(generated, scores)]
     return pl.DataFrame(rows, schema=RESULTS)
+
+
+def _score_batch(domain, completions: list[str], items: list[dict]) -> list[float]:
+    """One batch of a domain, scored in one call; a failure is re-raised naming the domain and
+    the item (the batch's items when the domain's ``score_many`` cannot say which): never a 0."""
+    from domains import ScoringError
+
+    try:
+        return domain.safe_score_many(completions, items)
+    except Exception as exc:
+        ids = sorted(set(exc.sample_ids if isinstance(exc, ScoringError) else [item["id"] for item in items]), key=str)
+        where = f"item {ids[0]!r}" if len(ids) == 1 else f"one of items {', '.join(map(repr, ids))}"
+        cause = exc.__cause__ if isinstance(exc, ScoringError) and exc.__cause__ is not None else exc
+        raise SweepError(f"domain {domain.name!r} scorer failed on {where}: {type(cause).__name__}: {cause}") from exc
 
 
 # -- reading sweeps back -------------------------------------------------------------------------
@@ -431,7 +444,7 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
             return make_engine(record.path, backend, dtype=dtype, home=str(lake.home), **engine_options)
         return make_engine(record.path, backend, **engine_options)
 
-    from training.generation import prompt_format_of_folder
+    from training.prompts import prompt_format_of_folder
 
     # read from the tokenizer files, so a fully cached re-run still never loads the model
     result = run_sweep(lake, record.checkpoint, domains, factory, config, log=log,

@@ -5,7 +5,9 @@ that leaks into training silently ruins every number downstream. :func:`check_do
 checks on a small sample of each split and reports each one with a human-readable detail:
 
 - ``reference_scores_1``: every reference answer scores 1.0, both on the sample as generated and
-  after the JSON round trip the lake applies to ``metadata``.
+  after the JSON round trip the lake applies to ``metadata``. A domain with its own
+  ``score_many`` (what training and sweeps call) must also give, in one batch, the very scores
+  ``score`` gives one at a time, on the references and on the empty answer.
 - ``corruptions_score_less``: corrupted references (a number's leading digit changed, tokens
   shuffled, text replaced by random letters, truncated, another item's answer, empty) score below
   1.0. The rule: the empty string fails on every item (unless the reference itself is empty),
@@ -192,7 +194,31 @@ def _check_reference(domain: Domain, samples: list[dict]) -> dict:
                 failures.append(f"{sample['id']} ({variant}) scored {value:.3f}")
     if failures:
         return _result(False, f"{len(failures)} reference answers did not score 1.0: " + "; ".join(failures[:3]))
-    return _result(True, f"{len(samples)} reference answers scored 1.0 (as generated and after the lake round trip)")
+    disagreement = _batch_disagreement(domain, samples)
+    if disagreement:
+        return _result(False, disagreement)
+    batch = "; score_many agrees with score" if domain.score_many is not None else ""
+    return _result(True, f"{len(samples)} reference answers scored 1.0 (as generated and after the lake "
+                         f"round trip){batch}")
+
+
+def _batch_disagreement(domain: Domain, samples: list[dict]) -> str | None:
+    """Training and sweeps score in batches: a domain's own ``score_many`` must give what ``score``
+    gives one at a time (checked on each reference and on the empty answer, after the round trip)."""
+    if domain.score_many is None:
+        return None
+    rows = [_lake_round_trip(s) for s in samples] * 2
+    completions = [s["answer"] for s in samples] + [""] * len(samples)
+    try:
+        batch = domain.safe_score_many(completions, rows)
+        single = [_score(domain, c, r) for c, r in zip(completions, rows)]
+    except Exception as exc:  # noqa: BLE001 - the detail names it
+        return f"batch scoring raised {_describe(exc)}"
+    differ = [f"{r['id']} ({'empty' if not c else 'reference'}): score_many {b:.3f}, score {one:.3f}"
+              for c, r, b, one in zip(completions, rows, batch, single) if b != one]
+    if differ:
+        return f"score_many disagrees with score on {len(differ)} of {len(rows)} completions: " + "; ".join(differ[:3])
+    return None
 
 
 def _check_corruptions(domain: Domain, samples: list[dict], rng: random.Random) -> dict:

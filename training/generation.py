@@ -27,7 +27,8 @@ The torch backend (CPU default) is a hand-written decode loop rather than ``mode
   ``cumsum`` + ``searchsorted`` picks every row's token per step (cheaper than ``torch.multinomial``).
 
 :func:`decode_batch` is the token-level core, shared with the GRPO trainer (which needs the token
-ids, not only the text). The vLLM backend lives in :mod:`training.vllm_engine` and is imported only
+ids, not only the text). Prompts are formatted and tokenized by :mod:`training.prompts`, as the
+trainer's are. The vLLM backend lives in :mod:`training.vllm_engine` and is imported only
 when chosen (it needs a GPU and the optional ``vllm`` extra).
 """
 
@@ -39,6 +40,8 @@ import struct
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
+
+from training.prompts import chat_prompt, encode_prompt, prompt_format_of_tokenizer
 
 BACKENDS = ("torch", "vllm")
 
@@ -76,52 +79,6 @@ class SamplingParams:
         """Stable hash of the parameters (a cache key for sweeps)."""
         blob = json.dumps(asdict(self), sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-# -- prompt format: what `format_prompt` does to a prompt, as an identity for sweep cache keys ------
-
-RAW_PROMPT = "raw"
-
-
-def prompt_format_id(chat_template) -> str:
-    """``"raw"`` (prompts go to the model as they are) or ``"chat:<12 hex>"``, a hash of the chat
-    template the engines apply (``format_prompt``: user turn + generation prompt)."""
-    if isinstance(chat_template, dict):  # several named templates: apply_chat_template uses "default"
-        chat_template = chat_template.get("default")
-    if not chat_template:
-        return RAW_PROMPT
-    return "chat:" + hashlib.sha256(str(chat_template).encode()).hexdigest()[:12]
-
-
-def prompt_format_of_folder(path) -> str:
-    """The prompt format of a Hugging Face model folder, read from its tokenizer files without
-    loading anything (so a fully cached sweep still never loads the model): ``chat_template.jinja``,
-    else ``chat_template`` in ``tokenizer_config.json`` (a string or named templates), else
-    ``chat_template.json``; none means raw prompts."""
-    from pathlib import Path
-
-    folder = Path(path)
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return prompt_format_id(jinja.read_text())
-    for name in ("tokenizer_config.json", "chat_template.json"):
-        file = folder / name
-        if not file.is_file():
-            continue
-        template = json.loads(file.read_text()).get("chat_template")
-        if isinstance(template, list):  # [{"name": ..., "template": ...}]
-            template = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
-        if template:
-            return prompt_format_id(template)
-    return RAW_PROMPT
-
-
-def prompt_format_of_engine(engine) -> str | None:
-    """The prompt format an engine's ``format_prompt`` applies (None: it has no tokenizer to ask)."""
-    tokenizer = getattr(engine, "tokenizer", None)
-    if tokenizer is None:
-        return None
-    return prompt_format_id(getattr(tokenizer, "chat_template", None))
 
 
 @dataclass
@@ -179,7 +136,7 @@ class GenerationEngine(Protocol):
     def generate(self, prompts: list[str], params: SamplingParams,
                  seeds: Seeds | None = None) -> list[list[Generation]]: ...
 
-    def format_prompt(self, user_text: str) -> str: ...
+    def format_prompt(self, user_text: str) -> str: ...  # training.prompts.chat_prompt
 
 
 # -- the token-level decode loop ----------------------------------------------------------------
@@ -405,15 +362,17 @@ class TorchEngine:
         self.max_batch_size = max_batch_size
         self.policy_ref = policy_ref
 
+    @property
+    def prompt_format(self) -> str:
+        """What :meth:`format_prompt` does, as a sweep cache key (see :mod:`training.prompts`)."""
+        return prompt_format_of_tokenizer(self.tokenizer)
+
     def format_prompt(self, user_text: str) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": user_text}],
-                                                      tokenize=False, add_generation_prompt=True)
-        return user_text
+        return chat_prompt(self.tokenizer, user_text)
 
     def encode(self, prompts: Sequence[str]) -> list[list[int]]:
-        # Prompts are already formatted (chat template included): add no special tokens twice.
-        return [self.tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
+        """Token ids of prompts already formatted by :meth:`format_prompt`."""
+        return [encode_prompt(self.tokenizer, p) for p in prompts]
 
     def generate(self, prompts: list[str], params: SamplingParams,
                  seeds: Seeds | None = None) -> list[list[Generation]]:

@@ -1,7 +1,9 @@
 """Reward composition: each sample is scored by its own domain, plus optional components.
 
-A batch may mix domains; every completion is routed to the ``Domain`` its sample came from
-(``Domain.safe_score``), so a new domain needs no change here. The components of one sample:
+A batch may mix domains; every completion is routed to the ``Domain`` its sample came from, so a
+new domain needs no change here. A step's completions are scored with one
+``Domain.safe_score_many`` call per domain (a domain may score its batch in parallel: the ``code``
+domain runs it in a sandbox pool); the components and the reward are then composed per sample:
 
 - ``score``: the domain's scorer in [0, 1] (always computed: it is also the accuracy signal);
 - ``format``: 1.0 if the completion matches the domain's ``format_pattern`` (``re.search``), else 0;
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from training.config import GRPOConfig
 
@@ -56,8 +59,31 @@ class RewardComposer:
         self.specs = {name: resolve_reward_spec(config, name) for name in domains}
 
     def score(self, domain: str, completion: str, sample: dict, completion_tokens: int) -> SampleReward:
-        spec = self.specs[domain]
-        components = {"score": self.domains[domain].safe_score(completion, sample)}
+        """One sample's reward (see :meth:`score_many`)."""
+        return self.score_many([domain], [completion], [sample], [completion_tokens])[0]
+
+    def score_many(self, domains: Sequence[str], completions: Sequence[str], samples: Sequence[dict],
+                   completion_tokens: Sequence[int]) -> list[SampleReward]:
+        """Rewards of a batch, in its order: item ``i`` is ``completions[i]`` for ``samples[i]`` of
+        domain ``domains[i]``. Each domain's items are scored in one ``safe_score_many`` call."""
+        if not len(domains) == len(completions) == len(samples) == len(completion_tokens):
+            raise ValueError(f"score_many needs one domain, completion, sample and token count per item, got "
+                             f"{len(domains)}, {len(completions)}, {len(samples)}, {len(completion_tokens)}")
+        by_domain: dict[str, list[int]] = {}
+        for index, domain in enumerate(domains):
+            by_domain.setdefault(domain, []).append(index)
+        scores: list[float | None] = [None] * len(domains)  # each domain's call fills its indices
+        for domain, indices in by_domain.items():
+            batch = self.domains[domain].safe_score_many([completions[i] for i in indices],
+                                                         [samples[i] for i in indices])
+            for index, value in zip(indices, batch):
+                scores[index] = value
+        return [self._compose(self.specs[d], c, s, n)
+                for d, c, s, n in zip(domains, completions, scores, completion_tokens)]
+
+    @staticmethod
+    def _compose(spec: DomainRewardSpec, completion: str, score: float, completion_tokens: int) -> SampleReward:
+        components = {"score": score}
         if spec.format_pattern is not None:
             components["format"] = 1.0 if spec.format_pattern.search(completion) else 0.0
         if spec.length_target is not None:

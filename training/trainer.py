@@ -3,10 +3,11 @@
 One step (per process):
 
 1. draw ``prompts_per_step`` prompts from the domain mixture (a pure function of seed and step);
-2. sample ``num_generations`` completions per prompt with the KV-cache decode loop
+2. sample ``num_generations`` completions per prompt (formatted by :mod:`training.prompts`, as
+   sweeps format them) with the KV-cache decode loop
    (:func:`training.generation.decode_batch`) from the rollout copy of the policy, each completion
    with its own seed derived from (run seed, step, the prompt's place in the step, sample index);
-3. score each completion with its own domain (:class:`training.rewards.RewardComposer`);
+3. score each completion with its own domain, one batch per domain (:class:`training.rewards.RewardComposer`);
 4. group-relative advantages; groups whose rewards are all equal (advantage 0) are counted
    (``zero_var_frac``) and, by default (``skip_zero_variance_groups``), left out of the
    forward/backward pass, the loss normaliser and the KL term: DAPO's dynamic sampling, without the
@@ -19,6 +20,13 @@ One step (per process):
 
 Micro-batch losses are normalised by the whole step's sequence/token counts (all processes), so
 gradient accumulation and data parallelism reproduce the full-batch loss exactly.
+
+Code layout: :meth:`GRPOTrainer.train` loads the rows (they name the run), then ``_setup`` builds a
+:class:`TrainingSession` (process group, mixture, reward composer, DeepSpeed engine with the
+rollout and reference models, autocast, MLflow run), ``_run_steps`` runs the loop (``_step`` per
+step, saving on schedule), and the MLflow run is finished however the loop ended. A step's update
+splits the kept rollouts into :class:`MicroBatch` es, prepared once per step and reused by every
+iteration.
 
 Run identity: a run is its config and the rows it trains on. The default run name is
 ``<recipe>-<config fingerprint>-<data fingerprint>`` (:func:`run_name_for`; the data fingerprint
@@ -46,10 +54,16 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from storage.lake import Lake
 from training.config import GRPOConfig
+
+if TYPE_CHECKING:  # annotations only: these modules are imported when training starts
+    from storage.tracking import Tracker
+    from training.data import TrainingData
+    from training.mixture import DomainMixture
+    from training.rewards import RewardComposer
 
 HISTORY_TABLE = "training_history"
 ALL = "_all"
@@ -129,6 +143,38 @@ class Rollout:
     clip_frac: float | None = None
 
 
+@dataclass
+class MicroBatch:
+    """One micro-batch of a step's update, prepared once and used by every ``num_iterations`` pass."""
+
+    rollouts: list[Rollout]
+    ids: Any                # [rows, prompt + completion columns] (see build_batch)
+    attention: Any          # 1 on real tokens, 0 on padding
+    positions: Any          # position ids that skip the left padding
+    loss_mask: Any          # [rows, width] float: 1 where a completion token enters the loss
+    width: int              # completion columns (the last ``width`` columns of ``ids``)
+    ref_logp: Any | None    # [rows, width] under the frozen reference; None when beta == 0
+    old_logp: Any | None    # [rows, width] under the policy before this step; None with one iteration
+    advantages: Any         # [rows] float32, one per rollout
+
+
+@dataclass
+class TrainingSession:
+    """What one training process holds from setup to finish (built by ``GRPOTrainer._setup``)."""
+
+    data: TrainingData      # every domain's train rows, their sources and fingerprints
+    state: dict             # the run state (state.json): finished steps, history, checkpoints
+    start_step: int         # the first step this process runs: 0, or the step it resumes after
+    mixture: DomainMixture
+    composer: RewardComposer
+    engine: Any             # the DeepSpeed engine around the policy
+    rollout_model: Any      # what rollouts sample from: the policy or its synced low-precision copy
+    ref_model: Any | None   # the frozen reference; None when beta == 0
+    autocast: Callable      # the context the forward passes run in (bf16 autocast or none)
+    tracker: Tracker | None  # the MLflow run, on rank 0 only
+    started: float          # time.perf_counter() when train() began (time budget, result seconds)
+
+
 def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool):
     """Left-padded prompts | right-padded completions, so every completion starts at one column."""
     import torch
@@ -178,6 +224,8 @@ def completion_logprobs(model, ids, attn, positions, width_c: int, *, autocast, 
 
 
 class GRPOTrainer:
+    """One GRPO run: ``train()`` trains it, resumes it, or returns its finished result."""
+
     def __init__(self, config: GRPOConfig, lake: Lake, tracking_uri: str, *, artifact_root: str | None = None,
                  allow_generate: bool = False, registry=None, progress: bool = True,
                  log: Callable[[str], None] = print, stop_after: int | None = None,
@@ -235,79 +283,130 @@ class GRPOTrainer:
     # -- main ------------------------------------------------------------------------------------
 
     def train(self) -> TrainResult:
-        import torch
-
+        """Load the rows (they name the run), set up, run the steps, finish the MLflow run."""
         from domains import get_registry
-        from training.data import load_training_data
-        from training.engine import build_engine, setup_distributed
-        from training.mixture import DomainMixture
-        from training.policy import load_policy, policy_path
-        from training.rewards import RewardComposer
 
-        cfg = self.config
         started = time.perf_counter()
         registry = self.registry or get_registry()
-        # The rows decide the run's identity, so they are loaded (and refused) before anything else.
-        data = load_training_data(cfg.domains, self.lake, registry=registry, allow_generate=self.allow_generate,
-                                  generate_n=cfg.train_samples_per_domain, seed=cfg.seed)
-        self._bind_run(data.fingerprint())
+        data = self._load_rows(registry)
         state = self.load_state()
-        if state["step"] >= cfg.max_steps and state["checkpoints"]:
+        if state["step"] >= self.config.max_steps and state["checkpoints"]:
             self.log(f"run {self.run_name} already finished {state['step']} steps on these rows "
                      f"(data {self.data_fingerprint}): nothing to do")
             return self._result(state, resumed_from=state["step"], sources=state.get("sources", {}),
                                 seconds=0.0)
+        session = self._setup(registry, data, state, started)
+        status = "FAILED"
+        try:
+            status = self._run_steps(session)
+        finally:
+            if session.tracker is not None:
+                session.tracker.finish(status)
+        return self._result(session.state, session.start_step, data.sources, time.perf_counter() - started)
+
+    # -- setup -----------------------------------------------------------------------------------
+
+    def _load_rows(self, registry):
+        """Every domain's train rows. They decide the run's identity, so they are loaded (and
+        refused) before anything else, and the run is bound to their fingerprint."""
+        from training.data import load_training_data
+
+        cfg = self.config
+        data = load_training_data(cfg.domains, self.lake, registry=registry, allow_generate=self.allow_generate,
+                                  generate_n=cfg.train_samples_per_domain, seed=cfg.seed)
+        self._bind_run(data.fingerprint())
+        return data
+
+    def _setup(self, registry, data: TrainingData, state: dict, started: float) -> TrainingSession:
+        """The process group, the mixture and reward composer, the models, then the MLflow run."""
+        from training.engine import setup_distributed
+        from training.mixture import DomainMixture
+        from training.policy import policy_path
+        from training.rewards import RewardComposer
+
+        cfg = self.config
         # Build/convert the base model before the process group exists: transformers writes model
         # files only on rank 0 of an initialised group, which would leave another rank's build empty.
         policy_path(cfg.policy, self.lake.home)
-        rank, world = setup_distributed()
-        self.rank, self.world = rank, world
+        self.rank, self.world = setup_distributed()
         if self._broadcast(self.data_fingerprint) != self.data_fingerprint:
             raise RuntimeError(f"the train rows changed while the ranks loaded them (run {self.run_name}): "
                                "start the run again")
+        if self.rank == 0:
+            self._log_rows(data)
+        mixture = DomainMixture(data.rows, cfg.mixture, cfg.seed)
+        composer = RewardComposer(cfg, {d: registry.get(d) for d in cfg.domains})
+        start_step = int(state["step"])
+        engine, rollout_model, ref_model = self._models(start_step)
+        autocast = self._autocast()
+        tracker = self._start_tracking(data, state)  # last: nothing may fail between it and the loop
+        return TrainingSession(data=data, state=state, start_step=start_step, mixture=mixture, composer=composer,
+                               engine=engine, rollout_model=rollout_model, ref_model=ref_model,
+                               autocast=autocast, tracker=tracker, started=started)
+
+    def _log_rows(self, data: TrainingData) -> None:
         for name, info in data.manifest().items():
-            if rank != 0:
-                continue
             if info["source"] == "generated":
                 self.log(f"domain {name}: no train_set in the lake; generated {info['rows']} "
-                         f"train samples directly from the domain (seed {cfg.seed})")
+                         f"train samples directly from the domain (seed {self.config.seed})")
             else:
                 self.log(f"domain {name}: {info['rows']} train rows from train_set (gate evaluation "
                          f"{info.get('evaluation')}), fingerprint {info['fingerprint']}")
-        mixture = DomainMixture(data.rows, cfg.mixture, cfg.seed)
-        composer = RewardComposer(cfg, {d: registry.get(d) for d in cfg.domains})
 
+    def _models(self, start_step: int):
+        """``(engine, rollout model, reference model)``: the policy in its DeepSpeed engine (with the
+        optimizer and scheduler of ``start_step`` restored when resuming), the model rollouts sample
+        from, and the frozen reference (None when ``beta`` is 0)."""
+        import copy
+
+        import torch
+
+        from training.engine import build_engine
+        from training.policy import load_policy
+
+        cfg = self.config
         torch.manual_seed(cfg.seed)
         model, tokenizer = load_policy(cfg.policy, dtype="float32", home=self.lake.home)
         self.tokenizer = tokenizer
         low_precision = cfg.deepspeed.precision == "bf16" or cfg.deepspeed.autocast_bf16
         ref_model = None
         if cfg.beta != 0.0:
-            import copy
-
             ref_model = copy.deepcopy(model).to(torch.bfloat16 if low_precision else torch.float32)
             ref_model.eval().requires_grad_(False)
         if cfg.deepspeed.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
-        engine = build_engine(model, cfg, world)
+        engine = build_engine(model, cfg, self.world)
         self.engine = engine
-        start_step = int(state["step"])
         if start_step > 0:
-            tag = f"step{start_step:06d}"
-            loaded, _ = engine.load_checkpoint(str(self.ds_dir), tag=tag, load_optimizer_states=True,
-                                               load_lr_scheduler_states=True)
-            if loaded is None:
-                raise RuntimeError(f"cannot resume {self.run_name}: DeepSpeed checkpoint {tag} missing in {self.ds_dir}")
-            if rank == 0:
-                self.log(f"resuming run {self.run_name} after step {start_step} (optimizer state restored)")
-        rollout_model = self._rollout_model(engine)
-        device_type = "cuda" if torch.cuda.is_available() else "cpu"
-        autocast = ((lambda: torch.autocast(device_type, dtype=torch.bfloat16))
-                    if cfg.deepspeed.autocast_bf16 else contextlib.nullcontext)
+            self._restore(engine, start_step)
+        return engine, self._rollout_model(engine), ref_model
 
+    def _restore(self, engine, step: int) -> None:
+        """Weights, optimizer and scheduler as the DeepSpeed checkpoint of ``step`` left them."""
+        tag = f"step{step:06d}"
+        loaded, _ = engine.load_checkpoint(str(self.ds_dir), tag=tag, load_optimizer_states=True,
+                                           load_lr_scheduler_states=True)
+        if loaded is None:
+            raise RuntimeError(f"cannot resume {self.run_name}: DeepSpeed checkpoint {tag} missing in {self.ds_dir}")
+        if self.rank == 0:
+            self.log(f"resuming run {self.run_name} after step {step} (optimizer state restored)")
+
+    def _autocast(self) -> Callable:
+        """The context the forward passes run in: bf16 autocast when the recipe asks for it."""
+        import torch
+
+        if not self.config.deepspeed.autocast_bf16:
+            return contextlib.nullcontext
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+        return lambda: torch.autocast(device_type, dtype=torch.bfloat16)
+
+    def _start_tracking(self, data: TrainingData, state: dict):
+        """Start (or resume) the MLflow run on rank 0, with the config and the rows' manifest as
+        params; every rank learns its id. Returns the tracker (None on other ranks)."""
+        cfg = self.config
         tracker = None
-        if rank == 0:
+        if self.rank == 0:
             from storage.tracking import Tracker
 
             tracker = Tracker(self.tracking_uri, self.artifact_root)
@@ -323,46 +422,51 @@ class GRPOTrainer:
             state["data"] = data.manifest()
         state["run_id"] = self._broadcast(state.get("run_id"))
         self._run_id = state["run_id"]
+        return tracker
 
-        bar = None
-        if rank == 0 and self.progress:
-            from tqdm import tqdm
+    # -- the loop --------------------------------------------------------------------------------
 
-            bar = tqdm(total=cfg.max_steps, initial=start_step, desc=self.run_name, unit="step", dynamic_ncols=True)
-        resumed_from = start_step
-        status = "FAILED"
+    def _run_steps(self, session: TrainingSession) -> str:
+        """Steps from ``start_step`` to ``max_steps``, saving on schedule and after the last one.
+        Returns how the MLflow run ends: FINISHED, or KILLED when ``stop_after`` cut the loop
+        short as a kill would (no save)."""
+        cfg = self.config
+        bar = self._progress_bar(session.start_step)
         try:
-            for step in range(start_step, cfg.max_steps):
-                if self.stop_after is not None and step - start_step >= self.stop_after:
-                    status = "KILLED"
-                    return self._result(state, resumed_from, data.sources, time.perf_counter() - started)
-                picks = mixture.draw(step, cfg.prompts_per_step * world)
-                mine = picks[rank * cfg.prompts_per_step:(rank + 1) * cfg.prompts_per_step]
-                rows = self._step(step, mine, engine, rollout_model, ref_model, composer, autocast)
-                state["history"].extend(rows)
-                state["step"] = step + 1
-                if tracker is not None:
-                    tracker.log_metrics(step + 1, self._mlflow_metrics(rows))
-                if bar is not None:
-                    overall = next(r for r in rows if r["domain"] == ALL)
-                    bar.set_postfix(reward=f"{overall['reward_mean']:.3f}",
-                                    tok_s=f"{overall['tokens_per_s']:.1f}")
-                    bar.update(1)
-                out_of_time = self._out_of_time(started)
-                last = step + 1 == cfg.max_steps or out_of_time
-                if last or (cfg.save_steps and (step + 1) % cfg.save_steps == 0):
-                    self._save(step + 1, engine, state)
+            for step in range(session.start_step, cfg.max_steps):
+                if self.stop_after is not None and step - session.start_step >= self.stop_after:
+                    return "KILLED"
+                self._record_step(step, self._step(step, session), session, bar)
+                out_of_time = self._out_of_time(session.started)
+                if step + 1 == cfg.max_steps or out_of_time or (cfg.save_steps and (step + 1) % cfg.save_steps == 0):
+                    self._save(step + 1, session.engine, session.state)
                 if out_of_time:
-                    if rank == 0:
+                    if self.rank == 0:
                         self.log(f"time budget of {self.time_budget_s:.0f} s used: stopped after step {step + 1}")
                     break
-            status = "FINISHED"
+            return "FINISHED"
         finally:
             if bar is not None:
                 bar.close()
-            if tracker is not None:
-                tracker.finish(status if status != "KILLED" else "KILLED")
-        return self._result(state, resumed_from, data.sources, time.perf_counter() - started)
+
+    def _record_step(self, step: int, rows: list[dict], session: TrainingSession, bar) -> None:
+        """A finished step's history rows: into the run state, MLflow and the progress bar."""
+        session.state["history"].extend(rows)
+        session.state["step"] = step + 1
+        if session.tracker is not None:
+            session.tracker.log_metrics(step + 1, self._mlflow_metrics(rows))
+        if bar is not None:
+            overall = next(r for r in rows if r["domain"] == ALL)
+            bar.set_postfix(reward=f"{overall['reward_mean']:.3f}", tok_s=f"{overall['tokens_per_s']:.1f}")
+            bar.update(1)
+
+    def _progress_bar(self, start_step: int):
+        if self.rank != 0 or not self.progress:
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=self.config.max_steps, initial=start_step, desc=self.run_name, unit="step",
+                    dynamic_ncols=True)
 
     # -- pieces ----------------------------------------------------------------------------------
 
@@ -422,18 +526,12 @@ class GRPOTrainer:
         import torch
 
         from training.generation import SamplingParams, decode_batch, derive_seed
+        from training.prompts import prompt_ids as chat_prompt_ids
 
         cfg = self.config
         tok = self.tokenizer
-        prompt_ids = []
-        for pick in picks:
-            if getattr(tok, "chat_template", None):
-                text = tok.apply_chat_template([{"role": "user", "content": pick.row["prompt"]}],
-                                               tokenize=False, add_generation_prompt=True)
-            else:
-                text = pick.row["prompt"]
-            ids = tok(text, add_special_tokens=False).input_ids
-            prompt_ids.append(ids[-cfg.max_prompt_length:])
+        # formatted and tokenized as the engines do for sweeps; long prompts keep their end
+        prompt_ids = [chat_prompt_ids(tok, pick.row["prompt"])[-cfg.max_prompt_length:] for pick in picks]
         params = SamplingParams(max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
                                 top_p=cfg.top_p, top_k=cfg.top_k, stop=tuple(cfg.stop), n=cfg.num_generations)
         # one seed per completion, from what it is (run seed, step, the prompt's place in the global
@@ -456,13 +554,18 @@ class GRPOTrainer:
                                         row.text, row.finish_reason, group=group))
         return rollouts, seconds
 
-    def _step(self, step: int, picks, engine, rollout_model, ref_model, composer, autocast) -> list[dict]:
+    def _step(self, step: int, session: TrainingSession) -> list[dict]:
+        """One step on this process's share of the step's prompts; returns its history rows."""
+        cfg = self.config
+        picks = session.mixture.draw(step, cfg.prompts_per_step * self.world)
+        mine = picks[self.rank * cfg.prompts_per_step:(self.rank + 1) * cfg.prompts_per_step]
         step_start = time.perf_counter()
-        rollouts, gen_seconds = self._rollouts(step, picks, engine, rollout_model)
-        for r in rollouts:
-            scored = composer.score(r.domain, r.text, r.row, len(r.completion_ids))
-            r.reward, r.score = scored.reward, scored.components["score"]
-        zero_var, loss_total = self._learn(rollouts, engine, ref_model, autocast)
+        rollouts, gen_seconds = self._rollouts(step, mine, session.engine, session.rollout_model)
+        scored = session.composer.score_many([r.domain for r in rollouts], [r.text for r in rollouts],
+                                             [r.row for r in rollouts], [len(r.completion_ids) for r in rollouts])
+        for r, reward in zip(rollouts, scored):
+            r.reward, r.score = reward.reward, reward.components["score"]
+        zero_var, loss_total = self._learn(rollouts, session.engine, session.ref_model, session.autocast)
         seconds = time.perf_counter() - step_start
         return self._history_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total)
 
@@ -496,58 +599,71 @@ class GRPOTrainer:
         return zero_var, self._update(kept, engine, ref_model, autocast, global_seqs, global_tokens)
 
     def _update(self, kept: list[Rollout], engine, ref_model, autocast, global_seqs: float, global_tokens: float) -> float:
-        import torch
-
-        from training.losses import grpo_loss
-
+        """``num_iterations`` passes over the kept rollouts in ``gradient_accumulation_steps``
+        micro-batches, one optimizer step each; returns the step's mean loss."""
         cfg = self.config
         gas = cfg.deepspeed.gradient_accumulation_steps
-        pad_id = self.tokenizer.pad_token_id
-        chunks = _split(kept, gas)
-        prepared = []
-        for chunk in chunks:
-            if not chunk:  # this rank has nothing for this micro-batch, but must join the collectives
-                prepared.append(None)
-                continue
-            ids, attn, pos, mask, width_c = build_batch(chunk, pad_id, cfg.mask_truncated_completions)
-            ref = None
-            if ref_model is not None:
-                with torch.inference_mode():
-                    ref, _ = completion_logprobs(ref_model, ids, attn, pos, width_c, autocast=autocast,
-                                                 temperature=cfg.temperature)
-                ref = ref.clone()
-            old = None
-            if cfg.num_iterations > 1:
-                with torch.no_grad():
-                    old, _ = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast,
-                                                 temperature=cfg.temperature)
-            adv = torch.tensor([r.advantage for r in chunk], dtype=torch.float32)
-            prepared.append((chunk, ids, attn, pos, mask, width_c, ref, old, adv))
+        # a rank with nothing for a micro-batch still joins its collectives (None: a zero step)
+        batches = [self._micro_batch(chunk, engine, ref_model, autocast) if chunk else None
+                   for chunk in _split(kept, gas)]
         engine.train()
         total = 0.0
         scale = gas * self.world  # DeepSpeed divides by gas and averages over ranks
         for iteration in range(cfg.num_iterations):
-            for item in prepared:
-                if item is None:
+            for batch in batches:
+                if batch is None:
                     dummy = sum(p.sum() for p in engine.module.parameters() if p.requires_grad) * 0.0
                     engine.backward(dummy)
                     engine.step()
                     continue
-                chunk, ids, attn, pos, mask, width_c, ref, old, adv = item
-                logp, entropy = completion_logprobs(engine, ids, attn, pos, width_c, autocast=autocast,
-                                                    temperature=cfg.temperature, with_entropy=iteration == 0)
-                old_logp = old if old is not None else logp.detach()
-                ref_logp = ref if ref is not None else logp.detach()
-                loss, terms = grpo_loss(logp, old_logp, ref_logp, adv, mask, loss_type=cfg.loss_type,
-                                        beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
-                                        max_completion_length=cfg.max_completion_length,
-                                        num_sequences=global_seqs, num_tokens=global_tokens)
-                engine.backward(loss * scale)
-                engine.step()
-                total += float(loss.detach()) / cfg.num_iterations
-                if iteration == 0:
-                    self._record_terms(chunk, terms, mask, entropy)
+                loss = self._micro_step(batch, engine, autocast, iteration, scale, global_seqs, global_tokens)
+                total += loss / cfg.num_iterations
         return total
+
+    def _micro_batch(self, chunk: list[Rollout], engine, ref_model, autocast) -> MicroBatch:
+        """Lay out ``chunk`` and compute what stays fixed across iterations: the reference's
+        log-probs and, when the policy is updated more than once, the old policy's."""
+        import torch
+
+        cfg = self.config
+        ids, attention, positions, loss_mask, width = build_batch(chunk, self.tokenizer.pad_token_id,
+                                                                  cfg.mask_truncated_completions)
+        ref_logp = None
+        if ref_model is not None:
+            with torch.inference_mode():
+                ref_logp, _ = completion_logprobs(ref_model, ids, attention, positions, width, autocast=autocast,
+                                                  temperature=cfg.temperature)
+            ref_logp = ref_logp.clone()
+        old_logp = None
+        if cfg.num_iterations > 1:
+            with torch.no_grad():
+                old_logp, _ = completion_logprobs(engine, ids, attention, positions, width, autocast=autocast,
+                                                  temperature=cfg.temperature)
+        advantages = torch.tensor([r.advantage for r in chunk], dtype=torch.float32)
+        return MicroBatch(chunk, ids, attention, positions, loss_mask, width, ref_logp, old_logp, advantages)
+
+    def _micro_step(self, batch: MicroBatch, engine, autocast, iteration: int, scale: int,
+                    global_seqs: float, global_tokens: float) -> float:
+        """Loss, backward and optimizer step of one micro-batch; returns its loss. The first
+        iteration also records each rollout's loss, KL, clip fraction and entropy."""
+        from training.losses import grpo_loss
+
+        cfg = self.config
+        logp, entropy = completion_logprobs(engine, batch.ids, batch.attention, batch.positions, batch.width,
+                                            autocast=autocast, temperature=cfg.temperature,
+                                            with_entropy=iteration == 0)
+        # without a reference (beta 0) or an old policy (one iteration), the current log-probs stand in
+        old_logp = batch.old_logp if batch.old_logp is not None else logp.detach()
+        ref_logp = batch.ref_logp if batch.ref_logp is not None else logp.detach()
+        loss, terms = grpo_loss(logp, old_logp, ref_logp, batch.advantages, batch.loss_mask, loss_type=cfg.loss_type,
+                                beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
+                                max_completion_length=cfg.max_completion_length,
+                                num_sequences=global_seqs, num_tokens=global_tokens)
+        engine.backward(loss * scale)
+        engine.step()
+        if iteration == 0:
+            self._record_terms(batch.rollouts, terms, batch.loss_mask, entropy)
+        return float(loss.detach())
 
     @staticmethod
     def _record_terms(chunk: list[Rollout], terms, mask, entropy) -> None:

@@ -1,7 +1,8 @@
 """The vLLM generation backend (GPU machines, optional ``vllm`` extra).
 
-Same interface as :class:`training.generation.TorchEngine`. Imported only when
-``make_engine(..., backend="vllm")`` is asked for: the vLLM wheel is CUDA-only and pins its own
+Same interface as :class:`training.generation.TorchEngine`, and the same prompts to the token
+(:mod:`training.prompts`). Imported only when ``make_engine(..., backend="vllm")`` is asked for:
+the vLLM wheel is CUDA-only and pins its own
 torch (see MACHINE-NOTES), so nothing else in Assay may import it. The policy folder is resolved
 by :mod:`training.policy` (the SmolLM2 GGUF is converted to safetensors first, which vLLM loads
 natively).
@@ -18,6 +19,7 @@ import time
 from typing import Any
 
 from training.generation import Generation, SamplingParams, Seeds, resolve_seeds
+from training.prompts import chat_prompt, encode_prompt, prompt_format_of_tokenizer
 
 
 class VllmEngine:
@@ -41,11 +43,17 @@ class VllmEngine:
         self.llm = vllm.LLM(model=path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
                             **llm_options)
 
+    @property
+    def prompt_format(self) -> str:
+        """What :meth:`format_prompt` does, as a sweep cache key (see :mod:`training.prompts`)."""
+        return prompt_format_of_tokenizer(self.tokenizer)
+
     def format_prompt(self, user_text: str) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": user_text}],
-                                                      tokenize=False, add_generation_prompt=True)
-        return user_text
+        return chat_prompt(self.tokenizer, user_text)
+
+    def encode(self, prompts: list[str]) -> list[list[int]]:
+        """Token ids of prompts already formatted by :meth:`format_prompt`."""
+        return [encode_prompt(self.tokenizer, p) for p in prompts]
 
     def generate(self, prompts: list[str], params: SamplingParams,
                  seeds: Seeds | None = None) -> list[list[Generation]]:
@@ -53,8 +61,7 @@ class VllmEngine:
             return []
         seeds = resolve_seeds(seeds, params, len(prompts))  # None: greedy, or vLLM's own randomness
         requests, sampling = [], []
-        for i, prompt in enumerate(prompts):
-            ids = self.tokenizer(prompt, add_special_tokens=False).input_ids
+        for i, ids in enumerate(self.encode(prompts)):
             for j in range(params.n):  # one request per sample: vLLM seeds per request
                 requests.append({"prompt_token_ids": ids})
                 sampling.append(self._vllm.SamplingParams(

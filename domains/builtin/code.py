@@ -30,6 +30,9 @@ The verdict is decided where that program cannot reach it (``_humaneval_checks``
    an exception, an early exit, a forged or missing result frame, a timeout, the memory or output
    limit).
 
+A batch (a GRPO step's rollouts, a sweep batch) goes to ``score_many``, the domain's batch
+scorer: the same verdicts, with the sandbox runs spread over a :class:`~sandbox.SandboxPool`.
+
 Threat model: the completion controls everything inside its sandbox (the harness included) and
 nothing outside it. It may inspect frames and the heap, patch builtins, exit early, print fake
 runner output or forge the result frame: the only thing that leaves is a list of plain values,
@@ -220,5 +223,6 @@ DOMAIN = Domain(
     tags=("code", "python", "humaneval"),
     samples=samples,
     score=score,
+    score_many=score_many,  # GRPO steps and sweep batches run in one sandbox pool
     eval_size=41,
 )

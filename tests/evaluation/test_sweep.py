@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from itertools import combinations
 
@@ -11,7 +12,7 @@ import pytest
 
 from domains import Domain
 from storage.lake import Lake
-from training.generation import prompt_format_id
+from training.prompts import prompt_format_id
 from evaluation.sweep import SweepConfig, SweepError, checkpoint_results, pass_at_k, run_sweep, summarize
 from training.tiny_model import CHAT_TEMPLATE
 
@@ -247,7 +248,7 @@ def test_sweep_records_its_generation_config_readably_and_keys_it_on_the_prompt_
         assay_home, tiny_engine_factory, tiny_source):
     import json
 
-    from training.generation import prompt_format_of_folder
+    from training.prompts import prompt_format_of_folder
 
     lake = Lake.at(assay_home)
     domain = _domain("eps", n_items=3)
@@ -264,3 +265,49 @@ def test_sweep_records_its_generation_config_readably_and_keys_it_on_the_prompt_
     # what the engine really does is refused rather than cached under the wrong name
     with pytest.raises(SweepError, match="formats prompts as 'chat:"):
         run_sweep(lake, "base-tiny", [domain], tiny_engine_factory, SweepConfig(**CFG), prompt_format="raw")
+
+
+def test_each_batch_is_scored_in_one_call_through_the_code_domains_pool(assay_home, tiny_engine_factory):
+    """The registered code domain's ``score_many`` (its sandbox pool) gets each sweep batch whole:
+    3 items, K=2, 2 items per batch -> calls of 4 and 2 completions, and ``score`` is never used."""
+    import shutil
+
+    from domains import get_registry
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed (`make install`)")
+    code = get_registry().get("code")
+    batches = []
+
+    def counted_many(completions, samples):
+        scores = code.score_many(completions, samples)
+        batches.append(([s["id"] for s in samples], scores))
+        return scores
+
+    counted = dataclasses.replace(code, name="code_counted", score_many=counted_many,
+                                  score=lambda c, s: pytest.fail("a sweep batch must go to score_many"))
+    lake = Lake.at(assay_home)
+    result = run_sweep(lake, "base-tiny", [counted], tiny_engine_factory,
+                       SweepConfig(samples=2, limit=3, **CFG), prompt_format=FMT)
+    assert [len(ids) for ids, _ in batches] == [4, 2] and result.generated == 6
+    items = [i["id"] for i in code.eval_items()[:3]]
+    assert [sorted(set(ids)) for ids, _ in batches] == [sorted(items[:2]), items[2:]]
+    rows = lake.read("results", where={"checkpoint": "base-tiny", "domain": "code_counted"})
+    assert sorted(rows["score"].to_list()) == sorted(s for _, scores in batches for s in scores)
+
+
+@pytest.mark.parametrize("score_many, message", [
+    (lambda completions, samples: [1.0], r"domain 'zeta' scorer failed on one of items 'zeta-eval-0', "
+                                         r"'zeta-eval-1'.*score_many returned 1 scores for 4 samples"),
+    (lambda completions, samples: [0.0, 1.0, "pass", 0.0], r"domain 'zeta' scorer failed on item 'zeta-eval-1'"
+                                                           r".*score_many returned 'pass'"),
+    (lambda completions, samples: 1 / 0, r"domain 'zeta' scorer failed on one of items 'zeta-eval-0', "
+                                         r"'zeta-eval-1': ZeroDivisionError"),
+])
+def test_a_batch_scorer_that_fails_stops_the_sweep_naming_the_domain_and_items(
+        assay_home, tiny_engine_factory, score_many, message):
+    domain = dataclasses.replace(_domain("zeta", n_items=2), score_many=score_many)
+    lake = Lake.at(assay_home)
+    with pytest.raises(SweepError, match=message):
+        run_sweep(lake, "base-tiny", [domain], tiny_engine_factory, SweepConfig(**CFG), prompt_format=FMT)
+    assert lake.read("results", where={"checkpoint": "base-tiny"}).height == 0  # nothing scored 0 and kept

@@ -56,6 +56,20 @@ def test_a_scorer_that_rejects_the_reference_fails_reference():
     assert "reference_scores_1" in failed_checks(result)
 
 
+def test_a_batch_scorer_that_disagrees_with_score_fails_reference():
+    """Training and sweeps call score_many: one that differs from score (here: it passes the empty
+    answer) must not hide behind an honest score."""
+    def lenient_batch(completions, samples):
+        return [1.0 if not c else _score(c, s) for c, s in zip(completions, samples)]
+
+    assert check_domain(make(score_many=lambda cs, ss: [_score(c, s) for c, s in zip(cs, ss)]), n=5)["passed"]
+    result = check_domain(make(score_many=lenient_batch), n=5)
+    assert failed_checks(result) == {"reference_scores_1"}
+    assert "score_many disagrees with score on 10 of 20 completions" in result["checks"]["reference_scores_1"]["detail"]
+    broken = check_domain(make(score_many=lambda cs, ss: [1.0]), n=5)["checks"]["reference_scores_1"]
+    assert not broken["passed"] and "score_many returned 1 scores for 20 samples" in broken["detail"]
+
+
 def test_a_scorer_that_needs_python_objects_in_metadata_fails_after_the_lake_round_trip():
     def samples(split, n, seed):
         for row in _samples(split, n, seed):

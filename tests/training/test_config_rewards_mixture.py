@@ -109,6 +109,36 @@ def test_scores_are_clamped_and_broken_scorers_raise():
         composer.score("b", "x", {}, 1)
 
 
+def test_a_mixed_batch_is_scored_with_one_call_per_domain_and_composed_per_sample():
+    cfg = parse_config({"reward_weights": {"score": 1.0},
+                        "rewards": {"length_target": 4, "domains": {
+                            "b": {"reward_weights": {"score": 2.0, "length": 1.0}}}}})
+    batches, singles = [], []
+
+    def score_many(completions, samples):
+        batches.append([s["id"] for s in samples])
+        return [1.0 if c == s["answer"] else 0.0 for c, s in zip(completions, samples)]
+
+    def score_a(completion, sample):
+        singles.append(sample["id"])
+        return 0.5
+
+    batchy = Domain(name="b", owner="t", description="d", samples=lambda s, n, seed: [],
+                    score=lambda c, s: pytest.fail("score_many must serve the batch"), score_many=score_many)
+    composer = RewardComposer(cfg, {"a": _domain("a", score_a), "b": batchy})
+    domains = ["b", "a", "b", "a", "b"]
+    completions = ["7", "x", "8", "y", "9"]
+    samples = [{"id": f"s{i}", "answer": a} for i, a in enumerate(["7", "-", "7", "-", "9"])]
+    tokens = [1, 2, 8, 3, 4]
+    scored = composer.score_many(domains, completions, samples, tokens)
+    assert batches == [["s0", "s2", "s4"]] and singles == ["s1", "s3"]  # one call for b; a maps score
+    assert [r.components["score"] for r in scored] == [1.0, 0.5, 0.0, 0.5, 1.0]
+    assert [r.reward for r in scored] == [2.0, 0.5, -1.0, 0.5, 2.0]  # b: 2*score + length penalty (8 > 4)
+    batches.clear()
+    one_at_a_time = [composer.score(*item) for item in zip(domains, completions, samples, tokens)]
+    assert [r.reward for r in one_at_a_time] == [r.reward for r in scored] and len(batches) == 3
+
+
 def test_mixture_probabilities():
     from training.config import MixtureConfig
 

@@ -308,3 +308,43 @@ def test_an_explicit_run_name_on_other_rows_is_refused_and_the_default_name_foll
     assert result.run_name == f"{unnamed.resolved_run_name()}-{result.data_fingerprint[:8]}"
     assert result.data_fingerprint != first.data_fingerprint and result.data["toy_digits"]["rows"] == 6
     assert _train(unnamed, toy_registry).checkpoint == result.checkpoint  # same rows: the same, finished run
+
+
+def test_a_step_scores_each_domains_rollouts_in_one_batch_call_through_the_code_domains_pool(tiny_home, toy_registry):
+    """GRPO scores a step's rollouts with one ``safe_score_many`` call per domain: the registered
+    code domain's ``score_many`` (its sandbox pool) gets every code rollout of the step at once,
+    and a domain without one has ``score`` mapped over its rollouts."""
+    import dataclasses
+    import shutil
+
+    from domains import get_registry
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed (`make install`)")
+    code = get_registry().get("code")
+    batches, singles = [], []
+
+    def counted_many(completions, samples):
+        scores = code.score_many(completions, samples)
+        batches.append((len(completions), scores))
+        return scores
+
+    def counted_one(completion, sample):
+        singles.append(sample["id"])
+        return code.score(completion, sample)
+
+    toy_calls = []
+    toy = toy_registry.get("toy_digits")
+    registry = Registry()
+    registry.add_module(type("M", (), {"DOMAINS": [
+        dataclasses.replace(code, name="code_counted", score=counted_one, score_many=counted_many),
+        dataclasses.replace(toy, score=lambda c, s: toy_calls.append(s["id"]) or _digit_share(c, s))]}), "test")
+    config = load_recipe("tiny", domains=["code_counted", "toy_digits"], max_steps=2, run_name="batched",
+                         train_samples_per_domain=8, mixture={"strategy": "uniform"})
+    result = _train(config, registry)
+    per_step = [{h["domain"] for h in result.history if h["step"] == step} - {"_all"} for step in (1, 2)]
+    code_steps = [s for s in per_step if "code_counted" in s]
+    assert singles == [] and len(batches) == len(code_steps) >= 1  # one call per step that drew code
+    drawn = config.prompts_per_step * config.num_generations
+    assert sum(n for n, _ in batches) + len(toy_calls) == 2 * drawn  # every rollout scored exactly once
+    assert all(n % config.num_generations == 0 and n > 0 for n, _ in batches)
