@@ -24,6 +24,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from training.losses import LossType, ScaleRewards
+
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 REWARD_COMPONENTS = ("score", "format", "length")
 
@@ -139,8 +141,8 @@ class GRPOConfig(_Strict):
     beta: float = Field(0.04, ge=0, description="KL coefficient to the frozen reference (k3 estimator); 0 = no reference")
     epsilon: float = Field(0.2, gt=0, lt=1, description="lower clip range of the policy ratio")
     epsilon_high: float | None = Field(None, gt=0, description="upper clip range (DAPO clip-higher); unset = epsilon")
-    loss_type: Literal["grpo", "dr_grpo", "dapo"] = Field("grpo", description="loss aggregation (see training.losses)")
-    scale_rewards: Literal["group", "batch", "none"] = Field("group", description="advantage std scaling")
+    loss_type: LossType = Field("grpo", description="loss aggregation (see training.losses)")
+    scale_rewards: ScaleRewards = Field("group", description="advantage std scaling")
     mask_truncated_completions: bool = Field(False, description="drop completions that hit the length limit from the loss")
     num_iterations: int = Field(1, ge=1, description="gradient updates per rollout batch (mu)")
     skip_zero_variance_groups: bool = Field(
