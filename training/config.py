@@ -228,6 +228,36 @@ class GRPOConfig(_Strict):
         return flat
 
 
+class TrainRequest(BaseModel):
+    """One training launch: the recipe, what to override in it, and how many processes run it
+    (the ``policy_checkpoint`` asset's config; the recipe itself is :class:`GRPOConfig`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    recipe: str = Field("", description="tiny | smollm2 | path to a recipe YAML (empty: the policy resource's recipe)")
+    domains: list[str] = Field(default_factory=list, description="domains to train on (empty: the recipe's); each "
+                                                                 "needs a gated train_set")
+    steps: int | None = Field(None, description="optimizer steps (unset: the recipe's max_steps)")
+    seed: int | None = Field(None, description="seed for data order, sampling and init (unset: the recipe's)")
+    nproc: int = Field(1, description="processes (ranks); more than one runs under torchrun with gloo on CPU")
+    threads_per_process: int = Field(2, description="OMP_NUM_THREADS for each rank (without it CPU training runs "
+                                                    "10-50x slower)")
+
+    @field_validator("steps")
+    @classmethod
+    def _some_steps(cls, value):
+        if value is not None and value < 1:
+            raise ValueError(f"steps must be >= 1, got {value}; leave it unset for the recipe's max_steps")
+        return value
+
+    @field_validator("nproc", "threads_per_process")
+    @classmethod
+    def _at_least_one(cls, value, info):
+        if value < 1:
+            raise ValueError(f"{info.field_name} must be >= 1, got {value}")
+        return value
+
+
 def recipe_path(name_or_path: str) -> Path:
     path = Path(name_or_path).expanduser()
     if path.suffix in (".yaml", ".yml") or path.exists():
