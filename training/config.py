@@ -133,9 +133,9 @@ class GRPOConfig(_Strict):
     top_k: int = Field(0, ge=0, description="rollout top-k (0 = off)")
     stop: list[str] = Field(default_factory=list, description="stop strings for rollouts")
     learning_rate: float = Field(1e-5, gt=0, description="AdamW learning rate")
-    weight_decay: float = Field(0.0, ge=0)
-    adam_beta1: float = Field(0.9, gt=0, lt=1)
-    adam_beta2: float = Field(0.99, gt=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay")
+    adam_beta1: float = Field(0.9, gt=0, lt=1, description="AdamW first-moment decay")
+    adam_beta2: float = Field(0.99, gt=0, lt=1, description="AdamW second-moment decay")
     max_grad_norm: float = Field(1.0, ge=0, description="gradient clipping (0 = off)")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup steps")
     beta: float = Field(0.04, ge=0, description="KL coefficient to the frozen reference (k3 estimator); 0 = no reference")
@@ -156,7 +156,8 @@ class GRPOConfig(_Strict):
     train_samples_per_domain: int = Field(256, ge=1, description="train rows generated when a domain has no train_set")
     rollout_dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="dtype of the rollout copy of the policy (bf16 decodes ~1.6x faster on CPU)")
-    deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
+    deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection,
+                                        description="DeepSpeed engine settings (ZeRO stage, precision, accumulation)")
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
 
     @field_validator("recipe")
