@@ -54,7 +54,7 @@ import numpy as np
 import polars as pl
 
 from evaluation.comparability import gen_identity
-from evaluation.sweep_config import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, SweepConfig  # noqa: F401 (re-exported)
+from evaluation.sweep_config import SweepConfig  # defined apart so `assay sweep --help` needs no numpy/polars
 from storage.lake import Lake
 from storage.tables import RESULTS, SWEEP_SUMMARY, conform
 
