@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from evaluation.sweep_config import SweepConfig
 from pipelines.cli import CliError, build_parser
 from pipelines.config_flags import add_model_flags, model_from_args, problems
+from pipelines.demo import DemoOptions
 from sandbox.limits import Limits
 from tests.conftest import run_cli
 
@@ -30,6 +31,7 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 @pytest.mark.parametrize("path, model, left_out", [
     (("sweep",), SweepConfig, {"progress"}),
     (("sandbox", "run"), Limits, {"cpu_s", "wall_s"}),  # both set by --timeout
+    (("demo",), DemoOptions, {"log"}),
 ])
 def test_command_flags_are_the_model_fields(path, model, left_out):
     options = _options(_command(*path))
@@ -41,7 +43,7 @@ def test_command_flags_are_the_model_fields(path, model, left_out):
         action = options[flag]
         assert action.help.startswith(info.description), (flag, action.help)
         assert action.default == info.default, flag
-        if info.default is not None:
+        if info.default is not None and not isinstance(info.default, bool):
             assert f"(default: {info.default})" in action.help, action.help
 
 
@@ -51,6 +53,9 @@ def test_existing_flag_names_are_kept():
             "--batch-items", "--backend", "--dtype", "--no-mlflow", "--json"} <= set(sweep)
     sandbox = _options(_command("sandbox", "run"))
     assert {"--timeout", "--memory-mb", "--stdin", "--json"} <= set(sandbox)
+    demo = _options(_command("demo"))
+    assert {"--domains", "--train-samples", "--recipe", "--train-domain", "--steps", "--sweep-items",
+            "--sweep-samples", "--max-new-tokens", "--skip-training", "--json"} == set(demo) - {"-h", "--help"}
 
 
 def test_parsed_flags_build_the_model():
@@ -77,6 +82,7 @@ def test_an_invalid_flag_names_the_flag_and_says_the_model_message():
     (("sweep", "--checkpoint", "base-tiny", "--batch-items", "0"), "--batch-items 0: batch_items must be a positive"),
     (("sweep", "--checkpoint", "base-tiny", "--top-p", "1.5"), "--top-p 1.5: top_p must be in (0, 1]"),
     (("sweep", "--checkpoint", "base-tiny", "--samples", "4", "--temperature", "0"), "copies of the greedy"),
+    (("demo", "--steps", "0"), "--steps 0: steps must be >= 1, got 0; to stop after ingest and gates use --skip"),
     (("sandbox", "run", "{file}", "--memory-mb", "8"), "--memory-mb 8: Limits.memory_mb=8 is too small"),
     (("sandbox", "run", "{file}", "--scratch-mb", "0"), "--scratch-mb 0: Limits.scratch_mb must be a positive int"),
 ])
