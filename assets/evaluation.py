@@ -7,31 +7,26 @@ a resumed run only generates what is missing; one ``sweep_summary`` row per doma
 with ``score/<domain>`` and ``stderr/<domain>`` against the checkpoint's LoggedModel.
 """
 
-from typing import Optional
+from typing import Literal
 
 import dagster as dg
+from pydantic import Field
 
 from domains import get_registry
+from evaluation.sweep_config import SweepConfig
+from pipelines.config_bridge import dagster_config
 from pipelines.instance import POOL_SWEEP
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource
 
 
-class SweepAssetConfig(dg.Config):
-    domains: list[str] = []
-    """Domains to sweep (empty: every registered domain)."""
-    samples: Optional[int] = None
-    """K samples per item for every domain (None: each domain's eval_samples_per_item)."""
-    limit: Optional[int] = None
-    """At most this many eval items per domain (None: the whole eval set)."""
-    max_new_tokens: int = 256
-    temperature: float = 0.7
-    """Sampling temperature when K > 1 (K = 1 is greedy)."""
-    batch_items: int = 16
-    """Items per generation batch and per committed lake batch."""
-    backend: str = "torch"
-    """torch (CPU default) or vllm (GPU machines with the vllm extra)."""
-    dtype: str = "bfloat16"
+class SweepAssetConfig(dagster_config(SweepConfig, name="SweepConfigFields", exclude={"progress"})):
+    """A sweep's settings (the fields of evaluation.sweep_config.SweepConfig), the domains and the engine."""
+
+    domains: list[str] = Field([], description="domains to sweep (empty: every registered domain)")
+    backend: Literal["torch", "vllm"] = Field(
+        "torch", description="generation engine: torch (the CPU default) or vllm (machines with the vllm extra)")
+    dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="torch dtype of the policy")
 
 
 def _markdown(rows: list[dict]) -> str:
@@ -56,12 +51,11 @@ def _markdown(rows: list[dict]) -> str:
 )
 def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig, lake: LakeResource,
                      mlflow: MlflowResource) -> dg.MaterializeResult:
-    from evaluation.sweep import SweepConfig, sweep_checkpoint
+    from evaluation.sweep import sweep_checkpoint
 
     registry = get_registry()
     domains = registry.select(names=config.domains or None)
-    sweep_config = SweepConfig(samples=config.samples, limit=config.limit, max_new_tokens=config.max_new_tokens,
-                               temperature=config.temperature, batch_items=config.batch_items)
+    sweep_config = config.to_library()
     the_lake = lake.lake(write=True)
     result, run_id = sweep_checkpoint(the_lake, mlflow.tracking_uri, context.partition_key, domains,
                                       config=sweep_config, backend=config.backend, dtype=config.dtype,

@@ -3,17 +3,14 @@
 import dagster as dg
 
 from domains import get_registry
+from pipelines.config_bridge import dagster_config
 from pipelines.instance import POOL_INGEST
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource
-from quality.ingest import ingest_generated
+from quality.ingest import IngestSettings, ingest_generated
 
 
-class IngestConfig(dg.Config):
-    train_samples: int = 256
-    """How many train samples to generate for the domain (eval uses the domain's eval_size)."""
-    seed: int = 0
-    """Seed for the train split (eval always uses seed 0, so sweeps compare like with like)."""
+IngestConfig = dagster_config(IngestSettings, name="IngestConfig")
 
 
 def _markdown_table(rows: list[dict], columns: list[str], width: int = 80) -> str:

@@ -21,22 +21,19 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from domains import get_registry
+from pipelines.config_bridge import dagster_config
 from pipelines.instance import POOL_INGEST
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource, MlflowResource
 from quality import gate_history
-from quality.batch_gates import GateEvaluation, evaluate_batch_gates, record_mlflow_runs, train_set_rows
+from quality.batch_gates import GateEvaluation, GateSettings, evaluate_batch_gates, record_mlflow_runs, train_set_rows
 from quality.expectations import ExpectationOutcome, markdown_table
 
 GATE_CHECKS = {"format": "format_gate", "safety": "safety_gate", "difficulty": "difficulty_gate",
                "selftest": "selftest_gate"}
 
 
-class GateConfig(dg.Config):
-    selftest_samples: int = 8
-    """Samples per split for the environment self-test (quality.domain_check.check_domain)."""
-    log_to_mlflow: bool = True
-    """Log one MLflow run per gate evaluation (with the validated dataset)."""
+GateConfig = dagster_config(GateSettings, name="GateConfig")
 
 
 def _selftest(domain, n: int) -> tuple[list[ExpectationOutcome], dict]:

@@ -22,19 +22,13 @@ the protected domains, the margins, alpha and q, and what blocks. Both show it i
 import dagster as dg
 
 from domains import get_registry
+from evaluation.promotion_policy import PromotionSettings
+from pipelines.config_bridge import dagster_config
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource
 
 
-class RegressionConfig(dg.Config):
-    """Settings of the regression report and the promotion (one class: both must agree)."""
-
-    anchor: str = ""
-    """A fixed anchor checkpoint id also compared against ("" = none)."""
-    policy_path: str = ""
-    """The promotion policy file ("" = $ASSAY_HOME/promotion.yaml, else the shipped default)."""
-
-
+RegressionConfig = dagster_config(PromotionSettings, name="RegressionConfig")
 PromotionConfig = RegressionConfig  # the promotion re-derives the same verdicts under the same policy
 
 

@@ -19,29 +19,18 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
-
 import dagster as dg
 
+from pipelines.config_bridge import dagster_config
 from pipelines.instance import POOL_TRAINER
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource, PolicyResource
+from training.config import TrainRequest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-class TrainConfig(dg.Config):
-    recipe: str = ""
-    """tiny | smollm2 | path to a recipe YAML (empty: the policy resource's recipe)."""
-    domains: list[str] = []
-    """Domains to train on (empty: the recipe's). Each needs a gated train_set."""
-    steps: Optional[int] = None
-    """Optimizer steps (None: the recipe's max_steps)."""
-    seed: Optional[int] = None
-    nproc: int = 1
-    """Processes (ranks); more than one runs under torchrun with gloo on CPU."""
-    threads_per_process: int = 2
-    """OMP_NUM_THREADS for each rank (without it CPU training runs 10-50x slower)."""
+TrainConfig = dagster_config(TrainRequest, name="TrainConfig")
 
 
 def _command(config: TrainConfig, recipe: str, output: str) -> list[str]:

@@ -131,6 +131,25 @@ class PromotionPolicy(BaseModel):
         return self.model_dump(mode="json")
 
 
+class PromotionSettings(BaseModel):
+    """What the regression report and the promotion compare against, under which policy file
+    (the config of ``regression_report`` and ``champion_promotion``: both must agree)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    anchor: str = Field("", description="a fixed anchor checkpoint id also compared against, catching slow drift "
+                                        "(empty: none)")
+    policy_path: str = Field("", description=f"the promotion policy file (empty: $ASSAY_HOME/{POLICY_FILE}, else "
+                                             "the shipped default)")
+
+    @field_validator("anchor", "policy_path")
+    @classmethod
+    def _no_stray_spaces(cls, value, info):
+        if value != value.strip():
+            raise ValueError(f"{info.field_name} {value!r} has leading or trailing spaces; remove them")
+        return value
+
+
 @dataclass(frozen=True)
 class ActivePolicy:
     """The policy in force and the file it came from."""

@@ -55,53 +55,15 @@ import numpy as np
 import polars as pl
 
 from evaluation.comparability import gen_identity
+from evaluation.sweep_config import SweepConfig  # defined apart so `assay sweep --help` needs no numpy/polars
 from storage.lake import Lake
 from storage.tables import RESULTS, SWEEP_SUMMARY, conform
 
-DEFAULT_TEMPERATURE = 0.7
-DEFAULT_TOP_P = 0.95
 CLUSTER_KEYS = ("cluster_id", "template")
 
 
 class SweepError(RuntimeError):
     """A sweep could not run (bad settings, a scorer that raised)."""
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """What a sweep runs. Defaults suit a CPU machine; every field can be set from the CLI/Dagster."""
-
-    samples: int | None = None
-    """K samples per item for every domain (None: each domain's ``eval_samples_per_item``)."""
-    limit: int | None = None
-    """At most this many eval items per domain (None: the domain's whole eval set)."""
-    max_new_tokens: int = 256
-    temperature: float = DEFAULT_TEMPERATURE
-    """Used when K > 1 (K = 1 is greedy)."""
-    top_p: float = DEFAULT_TOP_P
-    batch_items: int = 16
-    """Items per generation batch and per committed lake batch (the most a kill can lose)."""
-    seed: int = 0
-    """Base of every sample's seed (see :func:`sample_seed`); the cache key ignores it."""
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("samples", "limit"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise SweepError(f"{name} must be a positive int or None, got {value!r}")
-        if not isinstance(self.batch_items, int) or self.batch_items < 1:
-            raise SweepError(f"batch_items must be a positive int, got {self.batch_items!r}")
-        if self.max_new_tokens < 1:
-            raise SweepError(f"max_new_tokens must be >= 1, got {self.max_new_tokens!r}")
-
-    def sampling(self, k: int):
-        """The sampling parameters for K samples per item (n is set per batch)."""
-        from training.generation import SamplingParams
-
-        if k == 1:
-            return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=0.0)
-        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p)
 
 
 @dataclass

@@ -20,37 +20,50 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
-from domains import get_registry
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Domain packs (one module registering many domains) are left out of the default "core" demo.
 PACK_SOURCES = ("domains/builtin/reasoning_gym_pack.py",)
 
 
-@dataclass
-class DemoOptions:
-    domains: str = "core"  # "core" (built-ins without the reasoning-gym pack), "builtin", "all" or a,b,c
-    train_samples: int = 64
-    recipe: str = "smollm2"
-    train_domain: str = "math_arith_easy"
-    steps: int = 8
-    sweep_items: int = 24
-    sweep_samples: int = 1
-    max_new_tokens: int = 64
-    skip_training: bool = False
-    log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
-    def __post_init__(self) -> None:
-        for name in ("train_samples", "sweep_items", "sweep_samples", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.steps < 0:
-            raise ValueError(f"steps must be >= 0, got {self.steps}")
+
+class DemoOptions(BaseModel):
+    """What ``assay demo`` runs; its flags are these fields (:mod:`pipelines.config_flags`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domains: str = Field("core", description="'core' (the built-in domains without the 100+ reasoning-gym pack "
+                                             "domains), 'builtin' (every built-in domain, pack included: about an "
+                                             "hour here), 'all' (plugins too) or a comma-separated list")
+    train_samples: int = Field(64, description="generated train rows per domain")
+    recipe: str = Field("smollm2", description="training recipe: smollm2, tiny or a YAML path")
+    train_domain: str = Field("math_arith_easy", description="domain to train on (the default, math_arith_easy, "
+                                                             "is 2-term single-digit sums)")
+    steps: int = Field(8, description="GRPO steps")
+    sweep_items: int = Field(24, description="eval items per domain in the sweeps")
+    sweep_samples: int = Field(1, description="samples per eval item (K)")
+    max_new_tokens: int = Field(64, description="completion length in the sweeps")
+    skip_training: bool = Field(False, description="stop after ingest and gates")
+    log: Callable[[str], None] = Field(_to_stderr, exclude=True,
+                                       description="where progress lines go (stderr); not a command-line flag")
+
+    @field_validator("train_samples", "steps", "sweep_items", "sweep_samples", "max_new_tokens")
+    @classmethod
+    def _at_least_one(cls, value, info):
+        if value < 1:
+            hint = "; to stop after ingest and gates use --skip-training" if info.field_name == "steps" else ""
+            raise ValueError(f"{info.field_name} must be >= 1, got {value}{hint}")
+        return value
 
 
 def select_domains(spec: str) -> list[str]:
+    from domains import get_registry
+
     registry = get_registry()
     builtin = [d.name for d in registry if registry.sources[d.name].startswith("domains/builtin/")]
     if spec == "builtin":
@@ -67,6 +80,7 @@ def select_domains(spec: str) -> list[str]:
 
 def check_training_choice(options: DemoOptions, names: list[str]) -> None:
     """Refuse a bad --recipe or --train-domain before the ingest stage spends minutes."""
+    from domains import get_registry
     from training.config import load_recipe
 
     get_registry().get(options.train_domain)  # UnknownDomainError with the known names
@@ -75,7 +89,7 @@ def check_training_choice(options: DemoOptions, names: list[str]) -> None:
                          f"(--domains {options.domains}): add it to --domains or choose one of "
                          f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
     # parses and validates the whole recipe (name, keys, values): RecipeError is a ValueError
-    load_recipe(options.recipe, domains=[options.train_domain], max_steps=options.steps or None)
+    load_recipe(options.recipe, domains=[options.train_domain], max_steps=options.steps)
 
 
 class JobRunner:

@@ -25,9 +25,10 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 POOL_TRAINER = "trainer"
 POOL_SWEEP = "sweep"
@@ -54,10 +55,35 @@ def _cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-@dataclass(frozen=True)
-class ConcurrencySettings:
-    max_concurrent_runs: int
-    pools: Mapping[str, int] = field(default_factory=dict)
+class ConcurrencySettings(BaseModel):
+    """How much heavy work runs at once on this Dagster instance (read from the environment by
+    :meth:`from_env`; :meth:`defaults` sizes it to the machine)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_concurrent_runs: int = Field(description="runs in progress at once (ASSAY_MAX_CONCURRENT_RUNS; default: "
+                                                 "the number of cores)")
+    pools: dict[str, int] = Field(default_factory=dict, description="steps at once per concurrency pool "
+                                                                    "(ASSAY_POOL_TRAINER, _SWEEP, _INGEST)")
+
+    @field_validator("max_concurrent_runs")
+    @classmethod
+    def _some_runs(cls, value):
+        if value < 1:
+            raise ValueError(f"max_concurrent_runs must be >= 1, got {value} (set ASSAY_MAX_CONCURRENT_RUNS to a "
+                             "whole number >= 1, or unset it)")
+        return value
+
+    @field_validator("pools")
+    @classmethod
+    def _known_pools(cls, pools):
+        unknown = sorted(set(pools) - set(POOLS))
+        if unknown:
+            raise ValueError(f"unknown pool(s) {unknown}; Assay's pools are {', '.join(POOLS)}")
+        small = {pool: limit for pool, limit in pools.items() if limit < 1}
+        if small:
+            raise ValueError(f"pool limits must be >= 1, got {small}")
+        return pools
 
     @classmethod
     def defaults(cls, cores: int | None = None) -> "ConcurrencySettings":

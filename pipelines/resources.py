@@ -8,9 +8,10 @@ the values here (object-store lake, PostgreSQL-backed MLflow) without touching a
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
+from pydantic import Field
 
 from storage.lake import Lake, resolve_home
 
@@ -18,7 +19,7 @@ from storage.lake import Lake, resolve_home
 class LakeResource(dg.ConfigurableResource):
     """The Parquet lake under ``home`` (``ASSAY_HOME``)."""
 
-    home: str
+    home: str = Field(description="the Assay home folder (ASSAY_HOME): the lake, MLflow store and checkpoints")
 
     def lake(self, write: bool = False) -> Lake:
         """The lake; an asset that writes asks ``write=True`` (creates the folder, cleans up after
@@ -33,9 +34,9 @@ class LakeResource(dg.ConfigurableResource):
 class MlflowResource(dg.ConfigurableResource):
     """An MLflow tracking store addressed explicitly (no global fluent run state)."""
 
-    tracking_uri: str
-    artifact_root: str
-    experiment: str = "assay"
+    tracking_uri: str = Field(description="MLflow tracking URI (local default: SQLite under ASSAY_HOME)")
+    artifact_root: str = Field(description="where MLflow stores run artifacts and models")
+    experiment: str = Field("assay", description="MLflow experiment that Assay's runs go to")
 
     def client(self):
         from mlflow.tracking import MlflowClient
@@ -57,9 +58,10 @@ class MlflowResource(dg.ConfigurableResource):
 class PolicyResource(dg.ConfigurableResource):
     """The policy to train and generate with: a recipe name and the generation backend."""
 
-    recipe: str = "tiny"
-    backend: str = "torch"
-    dtype: str = "bfloat16"
+    recipe: str = Field("tiny", description="training recipe when a run names none: tiny, smollm2 or a YAML path")
+    backend: Literal["torch", "vllm"] = Field(
+        "torch", description="generation engine: torch (the CPU default) or vllm (machines with the vllm extra)")
+    dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="torch dtype of the policy")
 
     def engine(self, policy_ref: str, home: str | None = None):
         from training.generation import make_engine

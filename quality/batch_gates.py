@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quality import gate_history, reasons
 from storage import tables
@@ -36,6 +37,23 @@ from quality.gate_history import BATCH_KEY
 from storage.lake import Lake
 
 SAFETY_CODES = (reasons.PII, reasons.SECRET, reasons.TOXIC, reasons.HARMFUL, reasons.PROMPT_INJECTION)
+
+
+class GateSettings(BaseModel):
+    """How a domain's batch gates are run (``gated_samples``'s config)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    selftest_samples: int = Field(8, description="samples per split for the environment self-test "
+                                                 "(quality.domain_check.check_domain)")
+    log_to_mlflow: bool = Field(True, description="log one MLflow run per gate evaluation, with the validated dataset")
+
+    @field_validator("selftest_samples")
+    @classmethod
+    def _some_samples(cls, value):
+        if value < 1:
+            raise ValueError(f"selftest_samples must be >= 1, got {value}; the self-test needs samples to check")
+        return value
 
 
 @dataclass

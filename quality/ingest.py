@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from domains.base import SPLITS, Domain
 from quality import reasons
@@ -244,6 +245,24 @@ def generated_records(domain: Domain, split: str, n: int, seed: int) -> list[Raw
     """A domain's generated samples as raw records (line = position in the generator's output)."""
     return [RawRecord(i, json.dumps(row, default=str, ensure_ascii=False), value=row)
             for i, row in enumerate(domain.generate(split, n, seed), start=1)]
+
+
+class IngestSettings(BaseModel):
+    """How much generated data the ingest stage draws for a domain (``domain_samples``'s config)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    train_samples: int = Field(256, description="train samples to generate for the domain (eval uses the "
+                                                "domain's eval_size)")
+    seed: int = Field(0, description="seed of the train split (eval always uses seed 0, so sweeps compare "
+                                     "like with like)")
+
+    @field_validator("train_samples")
+    @classmethod
+    def _some_rows(cls, value):
+        if value < 1:
+            raise ValueError(f"train_samples must be >= 1, got {value}; a domain needs train rows to be gated")
+        return value
 
 
 def ingest_generated(lake: Lake, domain: Domain, *, train_n: int, seed: int = 0,

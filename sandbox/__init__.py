@@ -1,6 +1,7 @@
 """Sandbox for untrusted code: model-written programs for rewards, benchmarks and tool calls.
 
-Stdlib only (it must import fast and run anywhere)::
+Stdlib plus pydantic for its two config models, :class:`Limits` and :class:`SandboxConfig` (it must
+import fast and run anywhere; what runs *inside* the sandbox is stdlib only)::
 
     from sandbox import Limits, run_program, SandboxPool
 

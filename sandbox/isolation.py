@@ -14,9 +14,10 @@ import stat
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sandbox.errors import SandboxUnavailable
 from sandbox.uids import DEFAULT_UID_BASE
@@ -35,24 +36,30 @@ INSTALL_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class SandboxConfig:
-    """Where the sandbox finds its tools. ``from_env`` reads the ``ASSAY_SANDBOX_*`` variables.
+class SandboxConfig(BaseModel):
+    """Where the sandbox finds its tools. ``from_env`` reads the ``ASSAY_SANDBOX_*`` variables."""
 
-    - ``bwrap``: path of bubblewrap; None searches PATH and /usr/bin.
-    - ``interpreter``: the Python that runs programs; None picks the system python3 (it must be
-      readable by an unprivileged uid: a root-only pyenv build is not).
-    - ``uid_base``: first of the numeric uids runs switch to (root only; no passwd entry needed).
-    - ``allow_unsafe``: run without isolation when none is available (``ASSAY_UNSAFE_LOCAL_EXEC=1``).
-    - ``exec_chain``: start runs through util-linux ``prlimit``/``setpriv`` when present (fast from
-      a large parent process); False sets limits and uid between fork and exec instead.
-    """
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    bwrap: str | None = None
-    interpreter: str | None = None
-    uid_base: int = DEFAULT_UID_BASE
-    allow_unsafe: bool = False
-    exec_chain: bool = True
+    bwrap: str | None = Field(None, description=f"path of bubblewrap (${BWRAP_ENV}); unset: search PATH and /usr/bin")
+    interpreter: str | None = Field(
+        None, description=f"the Python that runs programs (${PYTHON_ENV}); unset: the system python3 (it must be "
+                          "readable by an unprivileged uid: a root-only pyenv build is not)")
+    uid_base: int = Field(DEFAULT_UID_BASE, description=f"first of the numeric uids runs switch to "
+                                                              f"(${UID_BASE_ENV}; root only; no passwd entry needed)")
+    allow_unsafe: bool = Field(
+        False, description=f"run without isolation when none is available (${UNSAFE_ENV}=1)")
+    exec_chain: bool = Field(
+        True, description="start runs through util-linux prlimit/setpriv when present (fast from a large parent "
+                          "process); false sets limits and uid between fork and exec instead")
+
+    @field_validator("uid_base")
+    @classmethod
+    def _unprivileged(cls, value):
+        if value < 1:
+            raise ValueError(f"uid_base must be a positive uid (0 is root: runs would keep root's rights), got "
+                             f"{value}; set {UID_BASE_ENV} to e.g. {DEFAULT_UID_BASE}, or unset it")
+        return value
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "SandboxConfig":

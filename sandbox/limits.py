@@ -1,12 +1,19 @@
-"""Resource limits of one sandboxed execution, validated when built."""
+"""Resource limits of one sandboxed execution, validated when built.
+
+A pydantic model like every other knob in Assay: ``assay sandbox run``'s limit flags are built
+from these fields and their descriptions (:mod:`pipelines.config_flags`). pydantic is the
+sandbox's only non-stdlib import; the code that runs *inside* the sandbox stays stdlib-only.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# bubblewrap and the interpreter themselves need ~20 MB of address space to start.
+MIN_MEMORY_MB = 32
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(BaseModel):
     """What one execution may use. Every field is enforced; none is advisory.
 
     - ``cpu_s``: CPU seconds (RLIMIT_CPU; SIGXCPU then SIGKILL) -> status ``timeout``.
@@ -20,26 +27,34 @@ class Limits:
     - ``scratch_mb``: size of the private writable scratch folder (a tmpfs at ``/tmp``).
     """
 
-    cpu_s: float = field(default=10.0, metadata={"help": "CPU seconds"})
-    wall_s: float = field(default=20.0, metadata={"help": "wall-clock seconds"})
-    memory_mb: int = field(default=512, metadata={"help": "address space per process, MB"})
-    file_size_mb: int = field(default=16, metadata={"help": "largest writable file, MB"})
-    nproc: int = field(default=32, metadata={"help": "processes/threads at once"})
-    output_bytes: int = field(default=1_000_000, metadata={"help": "stdout+stderr bytes kept"})
-    scratch_mb: int = field(default=64, metadata={"help": "size of the scratch tmpfs, MB"})
+    # strict: a bool or a string is not a number of seconds or megabytes.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    def __post_init__(self) -> None:
-        for name in ("cpu_s", "wall_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"Limits.{name} must be a positive number of seconds, got {value!r}")
-        for name in ("memory_mb", "file_size_mb", "nproc", "output_bytes", "scratch_mb"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
-        if self.memory_mb < 32:
-            # bubblewrap and the interpreter themselves need ~20 MB of address space to start.
-            raise ValueError(f"Limits.memory_mb={self.memory_mb} is too small to start a program; use >= 32")
+    cpu_s: float = Field(10.0, description="CPU seconds the program may use (then it ends with status timeout)")
+    wall_s: float = Field(20.0, description="wall-clock seconds before the whole sandbox is killed (status timeout)")
+    memory_mb: int = Field(512, description="address space per process in MB (exceeding it: status memory)")
+    file_size_mb: int = Field(16, description="largest file the program may write, in MB")
+    nproc: int = Field(32, description="processes and threads the program may run at once, itself included")
+    output_bytes: int = Field(
+        1_000_000, description="bytes of stdout and of stderr kept; a program writing more is killed (status killed)")
+    scratch_mb: int = Field(64, description="size in MB of the private writable scratch folder (a tmpfs at /tmp)")
+
+    @field_validator("cpu_s", "wall_s")
+    @classmethod
+    def _positive_seconds(cls, value, info):
+        if not value > 0:
+            raise ValueError(f"Limits.{info.field_name} must be a positive number of seconds, got {value!r}")
+        return value
+
+    @field_validator("memory_mb", "file_size_mb", "nproc", "output_bytes", "scratch_mb")
+    @classmethod
+    def _positive_int(cls, value, info):
+        if value < 1:
+            raise ValueError(f"Limits.{info.field_name} must be a positive int, got {value!r}")
+        if info.field_name == "memory_mb" and value < MIN_MEMORY_MB:
+            raise ValueError(f"Limits.memory_mb={value} is too small to start a program; use >= {MIN_MEMORY_MB}")
+        return value
 
     def replace(self, **changes) -> "Limits":
-        return Limits(**{**asdict(self), **{k: v for k, v in changes.items() if v is not None}})
+        """A copy with the non-None ``changes`` applied (validated like a new one)."""
+        return Limits(**{**self.model_dump(), **{k: v for k, v in changes.items() if v is not None}})

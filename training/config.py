@@ -24,6 +24,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from training.losses import LossType, ScaleRewards
+
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 REWARD_COMPONENTS = ("score", "format", "length")
 
@@ -131,16 +133,16 @@ class GRPOConfig(_Strict):
     top_k: int = Field(0, ge=0, description="rollout top-k (0 = off)")
     stop: list[str] = Field(default_factory=list, description="stop strings for rollouts")
     learning_rate: float = Field(1e-5, gt=0, description="AdamW learning rate")
-    weight_decay: float = Field(0.0, ge=0)
-    adam_beta1: float = Field(0.9, gt=0, lt=1)
-    adam_beta2: float = Field(0.99, gt=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay")
+    adam_beta1: float = Field(0.9, gt=0, lt=1, description="AdamW first-moment decay")
+    adam_beta2: float = Field(0.99, gt=0, lt=1, description="AdamW second-moment decay")
     max_grad_norm: float = Field(1.0, ge=0, description="gradient clipping (0 = off)")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup steps")
     beta: float = Field(0.04, ge=0, description="KL coefficient to the frozen reference (k3 estimator); 0 = no reference")
     epsilon: float = Field(0.2, gt=0, lt=1, description="lower clip range of the policy ratio")
     epsilon_high: float | None = Field(None, gt=0, description="upper clip range (DAPO clip-higher); unset = epsilon")
-    loss_type: Literal["grpo", "dr_grpo", "dapo"] = Field("grpo", description="loss aggregation (see training.losses)")
-    scale_rewards: Literal["group", "batch", "none"] = Field("group", description="advantage std scaling")
+    loss_type: LossType = Field("grpo", description="loss aggregation (see training.losses)")
+    scale_rewards: ScaleRewards = Field("group", description="advantage std scaling")
     mask_truncated_completions: bool = Field(False, description="drop completions that hit the length limit from the loss")
     num_iterations: int = Field(1, ge=1, description="gradient updates per rollout batch (mu)")
     skip_zero_variance_groups: bool = Field(
@@ -154,7 +156,8 @@ class GRPOConfig(_Strict):
     train_samples_per_domain: int = Field(256, ge=1, description="train rows generated when a domain has no train_set")
     rollout_dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="dtype of the rollout copy of the policy (bf16 decodes ~1.6x faster on CPU)")
-    deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
+    deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection,
+                                        description="DeepSpeed engine settings (ZeRO stage, precision, accumulation)")
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
 
     @field_validator("recipe")
@@ -224,6 +227,36 @@ class GRPOConfig(_Strict):
         walk("", self.model_dump())
         flat["run_name"] = self.resolved_run_name()
         return flat
+
+
+class TrainRequest(BaseModel):
+    """One training launch: the recipe, what to override in it, and how many processes run it
+    (the ``policy_checkpoint`` asset's config; the recipe itself is :class:`GRPOConfig`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    recipe: str = Field("", description="tiny | smollm2 | path to a recipe YAML (empty: the policy resource's recipe)")
+    domains: list[str] = Field(default_factory=list, description="domains to train on (empty: the recipe's); each "
+                                                                 "needs a gated train_set")
+    steps: int | None = Field(None, description="optimizer steps (unset: the recipe's max_steps)")
+    seed: int | None = Field(None, description="seed for data order, sampling and init (unset: the recipe's)")
+    nproc: int = Field(1, description="processes (ranks); more than one runs under torchrun with gloo on CPU")
+    threads_per_process: int = Field(2, description="OMP_NUM_THREADS for each rank (without it CPU training runs "
+                                                    "10-50x slower)")
+
+    @field_validator("steps")
+    @classmethod
+    def _some_steps(cls, value):
+        if value is not None and value < 1:
+            raise ValueError(f"steps must be >= 1, got {value}; leave it unset for the recipe's max_steps")
+        return value
+
+    @field_validator("nproc", "threads_per_process")
+    @classmethod
+    def _at_least_one(cls, value, info):
+        if value < 1:
+            raise ValueError(f"{info.field_name} must be >= 1, got {value}")
+        return value
 
 
 def recipe_path(name_or_path: str) -> Path:

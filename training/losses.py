@@ -51,9 +51,13 @@ which is the same when micro-batches are the same size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
-SCALE_REWARDS = ("group", "batch", "none")
+# The one list of each: the recipe schema (training.config) types its fields with these.
+LossType = Literal["grpo", "dr_grpo", "dapo"]
+ScaleRewards = Literal["group", "batch", "none"]
+LOSS_TYPES: tuple[str, ...] = get_args(LossType)
+SCALE_REWARDS: tuple[str, ...] = get_args(ScaleRewards)
 STD_EPS = 1e-4
 
 

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit
+from pipelines.config_flags import add_model_flags, model_from_args
+from sandbox.limits import Limits
 
 
 def _positive(kind):
@@ -34,16 +36,18 @@ def register(subparsers) -> None:
                     "(bubblewrap missing; ASSAY_UNSAFE_LOCAL_EXEC=1 runs it unisolated, with a warning).")
     run.add_argument("file", help="Python source file to run")
     run.add_argument("--timeout", type=_positive(float), default=10.0, metavar="S",
-                     help="wall-clock and CPU limit in seconds (default 10)")
-    run.add_argument("--memory-mb", type=_positive(int), default=512, metavar="M",
-                     help="address-space limit in MB (default 512)")
+                     help="wall-clock and CPU limit in seconds (Limits.wall_s and Limits.cpu_s; default 10)")
+    # The other limits: fields of sandbox.Limits, help text from their descriptions.
+    add_model_flags(run, Limits, exclude={"cpu_s", "wall_s"},
+                    metavars={"memory_mb": "M", "file_size_mb": "M", "scratch_mb": "M", "nproc": "N",
+                              "output_bytes": "BYTES"})
     run.add_argument("--stdin", metavar="PATH", help="file to feed on the program's stdin ('-' for this stdin)")
     add_json_flag(run)
     run.set_defaults(handler=run_file)
 
 
 def run_file(args: argparse.Namespace) -> int:
-    from sandbox import Limits, SandboxUnavailable, run_program
+    from sandbox import SandboxUnavailable, run_program
 
     path = Path(args.file)
     if not path.is_file():
@@ -55,10 +59,7 @@ def run_file(args: argparse.Namespace) -> int:
         if not Path(args.stdin).is_file():
             raise CliError(f"no such file for --stdin: {args.stdin!r}")
         stdin = Path(args.stdin).read_bytes()
-    try:
-        limits = Limits(cpu_s=args.timeout, wall_s=args.timeout, memory_mb=args.memory_mb)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
+    limits = model_from_args(Limits, args, cpu_s=args.timeout, wall_s=args.timeout)
     try:
         result = run_program(path.read_bytes(), stdin=stdin, limits=limits)
     except SandboxUnavailable as exc:

@@ -12,7 +12,9 @@ import argparse
 import os
 import sys
 
+from evaluation.sweep_config import SweepConfig
 from pipelines.cli import CliError, add_json_flag, emit
+from pipelines.config_flags import add_model_flags, model_from_args
 
 
 def register(subparsers) -> None:
@@ -28,13 +30,9 @@ def register(subparsers) -> None:
                              "'base-smollm2' / 'base-tiny' (the untrained policy)")
     parser.add_argument("--domains", nargs="+", metavar="DOMAIN", help="domains to sweep (default: all registered)")
     parser.add_argument("--tag", action="append", help="only domains with this tag (repeatable)")
-    parser.add_argument("--samples", type=int, metavar="K",
-                        help="samples per item (default: each domain's own K); each sample is its own seeded "
-                             "draw, so raising K keeps the cached samples and adds new ones")
-    parser.add_argument("--limit", type=int, metavar="N", help="at most N eval items per domain")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="completion length limit (default 256)")
-    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature when K > 1 (K=1 is greedy)")
-    parser.add_argument("--batch-items", type=int, default=16, help="items per generation batch and lake commit (default 16)")
+    # --samples, --limit, --max-new-tokens, --temperature, --top-p, --batch-items, --seed: the
+    # fields of SweepConfig, help text from their descriptions.
+    add_model_flags(parser, SweepConfig, exclude={"progress"}, metavars={"samples": "K", "limit": "N"})
     parser.add_argument("--backend", choices=("torch", "vllm"), default="torch", help="generation engine (default torch)")
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="torch dtype (default bfloat16)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log the sweep to MLflow")
@@ -46,12 +44,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     from domains import UnknownDomainError, get_registry
     from pipelines.settings import open_lake
     from training.checkpoints import CheckpointError
-    from evaluation.sweep import SweepConfig, SweepError, sweep_checkpoint
+    from evaluation.sweep import SweepError, sweep_checkpoint
 
-    for name in ("samples", "limit", "max_new_tokens", "batch_items"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise CliError(f"--{name.replace('_', '-')} {value}: must be a positive integer")
+    config = model_from_args(SweepConfig, args, progress=sys.stderr.isatty() or not args.json)
     registry = get_registry()
     for error in registry.errors:
         print(f"assay: warning: domain plugin {error}", file=sys.stderr)
@@ -65,9 +60,6 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     # MLflow 3.17 resolves LoggedModels for model versions through the global tracking URI: make
     # it this lake's store, or registering the base pseudo-checkpoint looks in ./mlflow.db.
     os.environ.setdefault("MLFLOW_TRACKING_URI", lake.mlflow_uri)
-    config = SweepConfig(samples=args.samples, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                         temperature=args.temperature, batch_items=args.batch_items,
-                         progress=sys.stderr.isatty() or not args.json)
     try:
         result, run_id = sweep_checkpoint(lake, lake.mlflow_uri, args.checkpoint, domains, config=config,
                                           backend=args.backend, dtype=args.dtype, log_mlflow=not args.no_mlflow,

@@ -51,6 +51,20 @@ def test_bad_configs_fail_at_parse_time_with_the_field(data, message):
         parse_config(data, "test")
 
 
+def test_loss_and_scaling_choices_are_listed_once():
+    # The recipe schema takes its choices from training.losses, so a loss added there is a valid
+    # recipe value at once, and the two lists cannot drift apart.
+    from training import losses
+
+    fields = GRPOConfig.model_fields
+    assert fields["loss_type"].annotation is losses.LossType
+    assert fields["scale_rewards"].annotation is losses.ScaleRewards
+    for loss in losses.LOSS_TYPES:
+        assert parse_config({"loss_type": loss}).loss_type == loss
+    with pytest.raises(RecipeError, match="loss_type"):
+        parse_config({"loss_type": "ppo"})
+
+
 def test_recipe_files_and_unknown_names(tmp_path):
     with pytest.raises(RecipeError, match="unknown recipe 'huge'"):
         load_recipe("huge")
