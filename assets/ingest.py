@@ -7,6 +7,7 @@ from pipelines.instance import POOL_INGEST
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource
 from quality.ingest import ingest_generated
+from storage.markdown import markdown_table
 
 
 class IngestConfig(dg.Config):
@@ -14,15 +15,6 @@ class IngestConfig(dg.Config):
     """How many train samples to generate for the domain (eval uses the domain's eval_size)."""
     seed: int = 0
     """Seed for the train split (eval always uses seed 0, so sweeps compare like with like)."""
-
-
-def _markdown_table(rows: list[dict], columns: list[str], width: int = 80) -> str:
-    def cell(value) -> str:
-        text = str(value).replace("\n", " ").replace("|", "\\|")
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-    return head + "\n".join("| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows)
 
 
 @dg.asset(
@@ -55,8 +47,8 @@ def domain_samples(context: dg.AssetExecutionContext, config: IngestConfig,
         "quarantined": train.quarantined + evals.quarantined,
         "admitted_fraction": dg.MetadataValue.float(admitted / received if received else 0.0),
         "quarantine_reasons": dg.MetadataValue.md(
-            _markdown_table([{"reason": k, "rows": v} for k, v in sorted(reasons.items())], ["reason", "rows"])
+            markdown_table([{"reason": k, "rows": v} for k, v in sorted(reasons.items())], ["reason", "rows"])
             if reasons else "no rows quarantined"),
-        "preview": dg.MetadataValue.md(_markdown_table(train.preview, ["id", "prompt", "answer"])),
+        "preview": dg.MetadataValue.md(markdown_table(train.preview, ["id", "prompt", "answer"])),
         "lake_path": dg.MetadataValue.path(train.path or ""),
     })

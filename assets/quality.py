@@ -26,7 +26,7 @@ from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource, MlflowResource
 from quality import gate_history
 from quality.batch_gates import GateEvaluation, evaluate_batch_gates, record_mlflow_runs, train_set_rows
-from quality.expectations import ExpectationOutcome, markdown_table
+from quality.expectations import ExpectationOutcome, outcomes_markdown
 
 GATE_CHECKS = {"format": "format_gate", "safety": "safety_gate", "difficulty": "difficulty_gate",
                "selftest": "selftest_gate"}
@@ -73,7 +73,7 @@ def _log_mlflow(mlflow: MlflowResource, result: GateEvaluation, outcomes: dict) 
                                                   name=f"{result.domain}-{gate}-{result.evaluation}")
             client.log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(),
                                                              tags=[InputTag("mlflow.data.context", "validation")])])
-        client.log_text(run_id, markdown_table(gate_outcomes), "expectations.md")
+        client.log_text(run_id, outcomes_markdown(gate_outcomes), "expectations.md")
         failed = any(not o.success and o.severity == "critical" for o in gate_outcomes)
         client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
         run_ids[gate] = run_id
@@ -86,7 +86,7 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
     severity = gate_severity(gate_outcomes)
     failed = [o for o in gate_outcomes if not o.success]
     metadata = {
-        "expectations": dg.MetadataValue.md(markdown_table(gate_outcomes)),
+        "expectations": dg.MetadataValue.md(outcomes_markdown(gate_outcomes)),
         "failed": len(failed),
         "failed_expectations": ", ".join(o.expectation for o in failed) or "none",
     } | extra
@@ -137,7 +137,7 @@ def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: L
             if stats["zero_signal_fraction"] is not None else dg.MetadataValue.text("n/a (no train rows)"),
             "difficulty_method": str(stats["difficulty_method"]),
             "learnable_band": str(stats["band"]),
-            "expectations": dg.MetadataValue.md(markdown_table(all_outcomes)),
+            "expectations": dg.MetadataValue.md(outcomes_markdown(all_outcomes)),
             "incoming_batches": dg.MetadataValue.json(stats["incoming_batches"]),
             "history": dg.MetadataValue.json(stats["history"]),
             "drift_vs_last_accepted": dg.MetadataValue.json(stats["drift"]) if stats["drift"] is not None

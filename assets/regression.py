@@ -24,6 +24,7 @@ import dagster as dg
 from domains import get_registry
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource
+from storage.markdown import markdown_table
 
 
 class RegressionConfig(dg.Config):
@@ -64,19 +65,22 @@ def _num(value, fmt: str, scale: float = 1.0) -> str:
     return format(scale * value, fmt) if value is not None and value == value else "n/a"
 
 
+REPORT_COLUMNS = {"domain": "domain", "n": "n", "k": "K", "delta": "delta (pts)", "ci": "95% CI", "p": "p",
+                  "q": "q", "mde": "MDE (pts)", "lost_gained": "lost/gained", "verdict": "verdict"}
+
+
 def _table(report) -> str:
-    head = ("| domain | n | K | delta (pts) | 95% CI | p | q | MDE (pts) | lost/gained | verdict |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n")
+    """The report for a person: not-comparable domains first, then by verdict and p."""
     order = {"regression": 0, "warn": 1, "underpowered": 2, "ok": 3}
-    rows = sorted(report.domains, key=lambda d: (order[d.verdict], d.p))
-    lines = [f"| {nc['domain']}{' (protected)' if nc['protected'] else ''} | | | | | | | | | "
-             f"NOT COMPARABLE: {nc['difference']} |" for nc in report.not_comparable]
-    lines += [
-        f"| {d.domain}{' (protected)' if d.protected else ''} | {d.n} | {d.k} | {100 * d.delta:+.1f} | "
-        f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}] | {d.p:.2g} | {d.q:.2g} | "
-        f"{'inf' if d.underpowered else _num(d.mde, '.1f', 100)} | {d.items_lost}/{d.items_gained} | "
-        f"{d.verdict.upper()}{f' (smallest attainable p {d.p_min:.2g})' if d.underpowered else ''} |" for d in rows]
-    return head + "\n".join(lines)
+    rows = [{"domain": f"{nc['domain']}{' (protected)' if nc['protected'] else ''}",
+             "verdict": f"NOT COMPARABLE: {nc['difference']}"} for nc in report.not_comparable]
+    rows += [{"domain": f"{d.domain}{' (protected)' if d.protected else ''}", "n": d.n, "k": d.k,
+              "delta": f"{100 * d.delta:+.1f}", "ci": f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]",
+              "p": f"{d.p:.2g}", "q": f"{d.q:.2g}", "mde": "inf" if d.underpowered else _num(d.mde, ".1f", 100),
+              "lost_gained": f"{d.items_lost}/{d.items_gained}",
+              "verdict": d.verdict.upper() + (f" (smallest attainable p {d.p_min:.2g})" if d.underpowered else "")}
+             for d in sorted(report.domains, key=lambda d: (order[d.verdict], d.p))]
+    return markdown_table(rows, REPORT_COLUMNS, width=None)
 
 
 def _policy_md(active) -> str:

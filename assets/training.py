@@ -26,6 +26,7 @@ import dagster as dg
 from pipelines.instance import POOL_TRAINER
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource, PolicyResource
+from storage.markdown import markdown_table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,14 +61,11 @@ def _command(config: TrainConfig, recipe: str, output: str) -> list[str]:
 
 
 def _history_table(history: list[dict]) -> str:
-    last: dict[str, dict] = {}
-    for row in history:
-        last[row["domain"]] = row
-    lines = ["| domain | step | reward | kl |", "|---|---|---|---|"]
-    for domain, row in sorted(last.items()):
-        kl = "n/a" if row["kl"] is None else f"{row['kl']:.4f}"
-        lines.append(f"| {domain} | {row['step']} | {row['reward_mean']:.3f} | {kl} |")
-    return "\n".join(lines)
+    """Each domain's last logged step."""
+    last = {row["domain"]: row for row in history}
+    rows = [{"domain": domain, "step": row["step"], "reward": f"{row['reward_mean']:.3f}",
+             "kl": "n/a" if row["kl"] is None else f"{row['kl']:.4f}"} for domain, row in sorted(last.items())]
+    return markdown_table(rows, ["domain", "step", "reward", "kl"], width=None)
 
 
 @dg.asset(
