@@ -48,17 +48,10 @@ def _policy(lake, cfg):
 
 
 def _compare(lake, tracking_uri: str, candidate: str, cfg, active) -> tuple[str | None, dict]:
-    """(the champion now, {"champion": report, "anchor": report}) under the active policy. The
-    rows are (re)written to lake table ``regression`` (one partition per pair, replaced)."""
-    from evaluation.promotion import compare_with_policy, current_champion, protected_domains
+    from evaluation.promotion import compare_with_champion, protected_domains
 
-    champion = current_champion(tracking_uri)
-    registry_protected = protected_domains(get_registry())
-    reports = {}
-    for role, baseline in (("champion", champion), ("anchor", cfg.anchor or None)):
-        if baseline and baseline != candidate:
-            reports[role] = compare_with_policy(lake, candidate, baseline, active.policy, registry_protected)
-    return champion, reports
+    return compare_with_champion(lake, tracking_uri, candidate, active.policy, protected_domains(get_registry()),
+                                 anchor=cfg.anchor or None)
 
 
 def _num(value, fmt: str, scale: float = 1.0) -> str:

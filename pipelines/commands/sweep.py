@@ -9,7 +9,6 @@ See :mod:`evaluation.sweep`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from pipelines.cli import CliError, add_json_flag, emit
@@ -62,9 +61,6 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if not domains:
         raise CliError("no domains selected: check --domains/--tag (see `assay domains list`)")
     lake = open_lake(write=True)
-    # MLflow 3.17 resolves LoggedModels for model versions through the global tracking URI: make
-    # it this lake's store, or registering the base pseudo-checkpoint looks in ./mlflow.db.
-    os.environ.setdefault("MLFLOW_TRACKING_URI", lake.mlflow_uri)
     config = SweepConfig(samples=args.samples, limit=args.limit, max_new_tokens=args.max_new_tokens,
                          temperature=args.temperature, batch_items=args.batch_items,
                          progress=sys.stderr.isatty() or not args.json)
