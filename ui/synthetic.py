@@ -138,8 +138,9 @@ def paired_comparison(base: list[float], cand: list[float]) -> dict:
 
 
 def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now: datetime | None = None) -> dict:
-    """Fill ``home`` with every lake table the dashboard reads (plus an MLflow run). Returns a
-    summary: domains, checkpoints, champion, run_id."""
+    """Fill ``home`` with every lake table the dashboard reads (plus, with ``spec.with_mlflow``, an
+    MLflow training run and the registered checkpoints with the champion alias). Returns a summary:
+    domains, checkpoints, champion, run_id."""
     rng = random.Random(spec.seed)
     lake = Lake.at(home)
     now = now or datetime.now(timezone.utc)
@@ -230,7 +231,24 @@ def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now:
                          {"part": _frame([decision], T.PROMOTIONS)})
         if promoted:
             champion = cand
+    if spec.with_mlflow:
+        _register_champion(lake, ckpts, champion, run_id)
     return {"domains": names, "checkpoints": ckpts, "champion": champion, "run_id": run_id}
+
+
+def _register_champion(lake: Lake, ckpts: list[str], champion: str, run_id: str) -> None:
+    """A model version per checkpoint and the alias ``champion`` on the last one promoted, as the
+    promotion step leaves them (the dashboard reads the champion from the alias)."""
+    from storage import tracking
+
+    versions = {}
+    for c in ckpts:
+        tracking.register_model_version(lake.mlflow_uri, c, (lake.checkpoints_dir / c).as_uri(),
+                                        run_id=None if c.startswith("base-") else run_id,
+                                        model_tags={"assay.checkpoint": c}, model_params={}, version_tags={},
+                                        artifact_root=str(lake.mlflow_artifacts))
+        versions[c] = tracking.checkpoint_versions(lake.mlflow_uri, c)[-1].version
+    tracking.set_champion_alias(lake.mlflow_uri, versions[champion])
 
 
 def _write_quality(lake: Lake, spec: SyntheticSpec, names: list[str], rng: random.Random, now: datetime) -> None:
@@ -299,12 +317,11 @@ def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: 
                         start: datetime) -> str:
     """A real MLflow run (SQLite store under ASSAY_HOME) with metrics, and its training_history."""
     from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=lake.mlflow_uri)
-    experiment = client.get_experiment_by_name("assay-training")
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-        "assay-training", artifact_location=lake.mlflow_artifacts.as_uri())
+    from storage import tracking
+
+    client = tracking.client(lake.mlflow_uri)
+    experiment_id = tracking.experiment_id(lake.mlflow_uri, artifact_root=str(lake.mlflow_artifacts))
     run = client.create_run(experiment_id, run_name="synth-grpo", tags={"assay.recipe": "tiny"})
     run_id = run.info.run_id
     trained = names[: min(4, len(names))]
