@@ -31,12 +31,13 @@ class LakeResource(dg.ConfigurableResource):
 
 
 class MlflowResource(dg.ConfigurableResource):
-    """An MLflow tracking store addressed explicitly (no global fluent run state); what it holds
-    and how is :mod:`storage.tracking`."""
+    """An MLflow tracking store addressed explicitly (no global fluent run state)."""
 
     tracking_uri: str
     artifact_root: str
-    experiment: str = tracking.EXPERIMENT
+    experiment: str = "assay"
+
+    # what the store holds and how: storage.tracking
 
     def client(self):
         return tracking.client(self.tracking_uri)
