@@ -248,12 +248,13 @@ class Tracker:
         for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=items[start:start + MAX_PARAMS_PER_BATCH])
 
-    def log_metrics(self, step: int, metrics: Mapping[str, float | None], *, model_id: str | None = None) -> None:
+    def log_metrics(self, step: int, metrics: Mapping[str, float | None], *, model_id: str | None = None,
+                    timestamp_ms: int | None = None) -> None:
         """Log ``metrics`` at ``step`` (None and NaN are skipped: a metric is computed or absent);
-        ``model_id`` also records them on that LoggedModel."""
+        ``model_id`` also records them on that LoggedModel; ``timestamp_ms`` defaults to now."""
         from mlflow.entities import Metric
 
-        stamp = int(time.time() * 1000)
+        stamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         items = [Metric(k, float(v), stamp, step, model_id=model_id) for k, v in metrics.items()
                  if v is not None and float(v) == float(v)]
         for start in range(0, len(items), MAX_METRICS_PER_BATCH):

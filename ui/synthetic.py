@@ -316,16 +316,13 @@ def _write_quality(lake: Lake, spec: SyntheticSpec, names: list[str], rng: rando
 def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: random.Random,
                         start: datetime) -> str:
     """A real MLflow run (SQLite store under ASSAY_HOME) with metrics, and its training_history."""
-    from mlflow.entities import Metric, Param
-
     from storage import tracking
 
-    client = tracking.client(lake.mlflow_uri)
-    experiment_id = tracking.experiment_id(lake.mlflow_uri, artifact_root=str(lake.mlflow_artifacts))
-    run = client.create_run(experiment_id, run_name="synth-grpo", tags={"assay.recipe": "tiny"})
-    run_id = run.info.run_id
+    tracker = tracking.Tracker(lake.mlflow_uri, str(lake.mlflow_artifacts))
+    run_id = tracker.start("synth-grpo", params={"recipe": "tiny", "steps": spec.training_steps},
+                           tags={"assay.recipe": "tiny"})
     trained = names[: min(4, len(names))]
-    rows, metrics = [], []
+    rows = []
     for step in range(1, spec.training_steps + 1):
         at = start + timedelta(minutes=step)
         for d in ["_all", *trained]:
@@ -338,11 +335,10 @@ def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: 
                    "created_at": _iso(at)}
             rows.append(row)
             if d == "_all":
-                ts = int(at.timestamp() * 1000)
-                metrics += [Metric(k, float(row[k]), ts, step)
-                            for k in ("reward_mean", "kl", "accuracy", "zero_var_frac", "tokens_per_s")]
-    client.log_batch(run_id, metrics=metrics, params=[Param("recipe", "tiny"), Param("steps", str(spec.training_steps))])
-    client.set_terminated(run_id)
+                tracker.log_metrics(step, {k: row[k] for k in ("reward_mean", "kl", "accuracy", "zero_var_frac",
+                                                                "tokens_per_s")},
+                                    timestamp_ms=int(at.timestamp() * 1000))
+    tracker.finish()
     lake.write_batch("training_history", {"run": run_id}, {"part": _frame(rows, T.TRAINING_HISTORY)})
     return run_id
 

@@ -100,3 +100,40 @@ def test_two_processes_creating_the_experiment_on_fresh_stores_get_the_same_id(t
         p.join(timeout=60)
     for uri, answers in got.items():
         assert len(set(answers)) == 1 and answers[0].isdigit(), f"{uri}: {answers}"
+
+
+def test_a_run_logs_more_metrics_than_one_mlflow_batch_holds_and_ends_failed_on_error(tmp_path, empty_mlflow_db):
+    from storage import tracking
+
+    uri = _fresh_store(empty_mlflow_db, tmp_path / "store")
+    tracker = tracking.Tracker(uri, str(tmp_path / "artifacts"))
+    metrics = {f"score/d{i:04d}": i / 2500 for i in range(2500)}  # MLflow takes 1000 per batch
+    with tracker.run("many", params={f"p{i}": i for i in range(150)}, tags={"assay.kind": "test"}):
+        tracker.log_metrics(3, {**metrics, "nan": float("nan"), "none": None})
+        tracker.log_text("| a |\n|---|\n| 1 |", "table.md")
+    run = tracking.client(uri).get_run(tracker.run_id)
+    assert run.info.status == "FINISHED" and run.info.experiment_id == tracking.experiment_id(uri)
+    assert run.data.metrics == metrics  # NaN and None are absent, not logged as numbers
+    assert len(run.data.params) == 150 and run.data.tags["assay.kind"] == "test"
+    with pytest.raises(RuntimeError, match="boom"):
+        with tracker.run("broken"):
+            raise RuntimeError("boom")
+    assert tracking.client(uri).get_run(tracker.run_id).info.status == "FAILED"
+
+
+def test_the_global_tracking_uri_is_set_only_inside_the_block(tmp_path, monkeypatch):
+    import mlflow
+
+    from storage import tracking
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    mlflow.set_tracking_uri(None)
+    inside = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with tracking.global_tracking_uri(inside):
+        assert mlflow.get_tracking_uri() == inside
+    assert not mlflow.tracking.is_tracking_uri_set()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///elsewhere.db")
+    with tracking.global_tracking_uri(inside):
+        assert mlflow.get_tracking_uri() == inside
+    assert mlflow.get_tracking_uri() == "sqlite:///elsewhere.db"
+    mlflow.set_tracking_uri(None)
