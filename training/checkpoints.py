@@ -11,7 +11,7 @@
   registered model ``assay-policy`` tagged ``checkpoint=<id>`` and ``data_fingerprint=<fp>``: the
   fingerprint of the rows the run trained on (``training.data.rows_fingerprint``), also in the
   lake row and ``assay_checkpoint.json``. The alias ``champion`` on ``assay-policy`` marks the champion; only
-  the promotion step moves it.
+  the promotion step moves it. The names and the MLflow calls are :mod:`storage.tracking`'s.
 """
 
 from __future__ import annotations
