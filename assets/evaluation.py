@@ -18,6 +18,7 @@ from pipelines.config_bridge import dagster_config
 from pipelines.instance import POOL_SWEEP
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource
+from storage.markdown import markdown_table
 
 
 class SweepAssetConfig(dagster_config(SweepConfig, name="SweepConfigFields", exclude={"progress"})):
@@ -29,16 +30,15 @@ class SweepAssetConfig(dagster_config(SweepConfig, name="SweepConfigFields", exc
     dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="torch dtype of the policy")
 
 
-def _markdown(rows: list[dict]) -> str:
-    head = "| domain | n | K | mean | 95% CI | pass@K | tokens/s | cached |\n|---|---|---|---|---|---|---|---|\n"
-
+def _summary_table(domains: list[dict]) -> str:
     def num(value, fmt):
         return format(value, fmt) if value is not None else "n/a"
 
-    return head + "\n".join(
-        f"| {r['domain']} | {r['n']} | {r['k']} | {num(r['mean'], '.3f')} | "
-        f"[{num(r['ci_low'], '.3f')}, {num(r['ci_high'], '.3f')}] | {num(r['passk'], '.3f')} | "
-        f"{num(r['tokens_per_s'], '.1f')} | {r['cached']}/{r['cached'] + r['generated']} |" for r in rows)
+    rows = [{"domain": r["domain"], "n": r["n"], "K": r["k"], "mean": num(r["mean"], ".3f"),
+             "95% CI": f"[{num(r['ci_low'], '.3f')}, {num(r['ci_high'], '.3f')}]", "pass@K": num(r["passk"], ".3f"),
+             "tokens/s": num(r["tokens_per_s"], ".1f"), "cached": f"{r['cached']}/{r['cached'] + r['generated']}"}
+            for r in domains]
+    return markdown_table(rows, ["domain", "n", "K", "mean", "95% CI", "pass@K", "tokens/s", "cached"], width=None)
 
 
 @dg.asset(
@@ -67,7 +67,7 @@ def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig
         "samples_cached": payload["cached"],
         "seconds": dg.MetadataValue.float(payload["seconds"]),
         "model_loaded": payload["model_loaded"],
-        "summary": dg.MetadataValue.md(_markdown(payload["domains"])),
+        "summary": dg.MetadataValue.md(_summary_table(payload["domains"])),
         "lake_path": dg.MetadataValue.path(str(the_lake.table_dir("results") / f"checkpoint={result.checkpoint}")),
     }
     if run_id:

@@ -8,18 +8,10 @@ from pipelines.instance import POOL_INGEST
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource
 from quality.ingest import IngestSettings, ingest_generated
+from storage.markdown import markdown_table
 
 
 IngestConfig = dagster_config(IngestSettings, name="IngestConfig")
-
-
-def _markdown_table(rows: list[dict], columns: list[str], width: int = 80) -> str:
-    def cell(value) -> str:
-        text = str(value).replace("\n", " ").replace("|", "\\|")
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-    return head + "\n".join("| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows)
 
 
 @dg.asset(
@@ -52,8 +44,8 @@ def domain_samples(context: dg.AssetExecutionContext, config: IngestConfig,
         "quarantined": train.quarantined + evals.quarantined,
         "admitted_fraction": dg.MetadataValue.float(admitted / received if received else 0.0),
         "quarantine_reasons": dg.MetadataValue.md(
-            _markdown_table([{"reason": k, "rows": v} for k, v in sorted(reasons.items())], ["reason", "rows"])
+            markdown_table([{"reason": k, "rows": v} for k, v in sorted(reasons.items())], ["reason", "rows"])
             if reasons else "no rows quarantined"),
-        "preview": dg.MetadataValue.md(_markdown_table(train.preview, ["id", "prompt", "answer"])),
+        "preview": dg.MetadataValue.md(markdown_table(train.preview, ["id", "prompt", "answer"])),
         "lake_path": dg.MetadataValue.path(train.path or ""),
     })

@@ -15,9 +15,6 @@ it only while the evaluation it was built after is the domain's latest (quality.
 a domain whose latest gates failed has no train set until a later evaluation passes.
 """
 
-import json
-from datetime import datetime, timezone
-
 import dagster as dg
 
 from domains import get_registry
@@ -25,9 +22,8 @@ from pipelines.config_bridge import dagster_config
 from pipelines.instance import POOL_INGEST
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource, MlflowResource
-from quality import gate_history
-from quality.batch_gates import GateEvaluation, GateSettings, evaluate_batch_gates, record_mlflow_runs, train_set_rows
-from quality.expectations import ExpectationOutcome, markdown_table
+from quality.batch_gates import GateSettings, TrainSetError, evaluate_batch_gates, write_train_set
+from quality.expectations import ExpectationOutcome, gate_severity, outcomes_markdown
 
 GATE_CHECKS = {"format": "format_gate", "safety": "safety_gate", "difficulty": "difficulty_gate",
                "selftest": "selftest_gate"}
@@ -36,54 +32,11 @@ GATE_CHECKS = {"format": "format_gate", "safety": "safety_gate", "difficulty": "
 GateConfig = dagster_config(GateSettings, name="GateConfig")
 
 
-def _selftest(domain, n: int) -> tuple[list[ExpectationOutcome], dict]:
-    """The environment self-test as gate outcomes (one per check, all critical)."""
-    from quality.domain_check import check_domain  # lazy: owned by the domains engineer
-
-    report = check_domain(domain, n=n)
-    outcomes = [ExpectationOutcome(
-        gate="selftest", expectation=name, severity="critical", success=bool(check["passed"]),
-        observed=json.dumps(check.get("detail", ""))[:2000], threshold='"passed"', rows_checked=None,
-        rows_failed=None, failed_ids=[]) for name, check in report["checks"].items()]
-    return outcomes, report
-
-
-def _log_mlflow(mlflow: MlflowResource, result: GateEvaluation, outcomes: dict) -> dict[str, str]:
-    import mlflow as mlflow_lib
-    from mlflow.entities import DatasetInput, InputTag
-
-    client = mlflow.client()
-    experiment = mlflow.experiment_id()
-    run_ids = {}
-    for gate, gate_outcomes in outcomes.items():
-        run = client.create_run(experiment, run_name=f"gate-{result.domain}-{gate}-{result.evaluation}", tags={
-            "assay.stage": "quality", "assay.domain": result.domain, "assay.gate": gate,
-            "assay.evaluation": result.evaluation})
-        run_id = run.info.run_id
-        client.log_batch(run_id, metrics=[
-            mlflow_lib.entities.Metric("expectations_failed", sum(not o.success for o in gate_outcomes), 0, 0),
-            mlflow_lib.entities.Metric("expectations_total", len(gate_outcomes), 0, 0),
-        ], params=[mlflow_lib.entities.Param("domain", result.domain), mlflow_lib.entities.Param("gate", gate)])
-        frame = result.frames.get(gate)
-        if frame is not None and frame.height:  # mlflow cannot describe an empty frame
-            dataset = mlflow_lib.data.from_pandas(frame.head(10_000).to_pandas(),
-                                                  name=f"{result.domain}-{gate}-{result.evaluation}")
-            client.log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(),
-                                                             tags=[InputTag("mlflow.data.context", "validation")])])
-        client.log_text(run_id, markdown_table(gate_outcomes), "expectations.md")
-        failed = any(not o.success and o.severity == "critical" for o in gate_outcomes)
-        client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
-        run_ids[gate] = run_id
-    return run_ids
-
-
 def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dict) -> dg.AssetCheckResult:
-    from quality.expectations import gate_severity
-
     severity = gate_severity(gate_outcomes)
     failed = [o for o in gate_outcomes if not o.success]
     metadata = {
-        "expectations": dg.MetadataValue.md(markdown_table(gate_outcomes)),
+        "expectations": dg.MetadataValue.md(outcomes_markdown(gate_outcomes)),
         "failed": len(failed),
         "failed_expectations": ", ".join(o.expectation for o in failed) or "none",
     } | extra
@@ -108,14 +61,9 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
 def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: LakeResource,
                   mlflow: MlflowResource) -> dg.MaterializeResult:
     domain = get_registry().get(context.partition_key)
-    the_lake = lake.lake(write=True)
-    selftest_outcomes, _ = _selftest(domain, config.selftest_samples)
-    result = evaluate_batch_gates(the_lake, domain, extra_outcomes={"selftest": selftest_outcomes})
-    outcomes = dict(result.outcomes)
-    run_ids = {}
-    if config.log_to_mlflow:
-        run_ids = _log_mlflow(mlflow, result, outcomes)
-        record_mlflow_runs(the_lake, result, run_ids)
+    result = evaluate_batch_gates(lake.lake(write=True), domain, selftest_samples=config.selftest_samples,
+                                  tracker=mlflow.tracker() if config.log_to_mlflow else None)
+    outcomes, run_ids = result.outcomes, result.mlflow_runs
     checks = [_check_result(gate, outcomes[gate], {"mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_ids[gate]))}
                             if gate in run_ids else {}) for gate in GATE_CHECKS]
     stats = result.stats
@@ -134,7 +82,7 @@ def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: L
             if stats["zero_signal_fraction"] is not None else dg.MetadataValue.text("n/a (no train rows)"),
             "difficulty_method": str(stats["difficulty_method"]),
             "learnable_band": str(stats["band"]),
-            "expectations": dg.MetadataValue.md(markdown_table(all_outcomes)),
+            "expectations": dg.MetadataValue.md(outcomes_markdown(all_outcomes)),
             "incoming_batches": dg.MetadataValue.json(stats["incoming_batches"]),
             "history": dg.MetadataValue.json(stats["history"]),
             "drift_vs_last_accepted": dg.MetadataValue.json(stats["drift"]) if stats["drift"] is not None
@@ -153,23 +101,16 @@ def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: L
                 "(lake/train_set/domain=<d>); what GRPO reads. Skipped when a blocking gate check fails.",
 )
 def domain_train_set(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    domain = context.partition_key
-    the_lake = lake.lake(write=True)
-    latest = gate_history.latest_verdict(the_lake, domain)
-    if latest is None:
-        raise dg.Failure(f"domain {domain!r} has no gate results: materialize gated_samples for it first")
-    if not latest.passed:  # also guards a run that selects this asset alone
-        raise dg.Failure(f"domain {domain!r}: latest batch failed gate {latest.describe()} "
-                         f"(evaluation {latest.evaluation}); not building its train set")
-    gated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    rows = train_set_rows(the_lake, domain, latest.evaluation, gated_at)
-    path = the_lake.write_batch("train_set", {"domain": domain}, {"part": rows})
-    status = gate_history.batch_status(the_lake, domain)
+    try:  # the library refuses a domain whose latest evaluation failed (guards a run of this asset alone)
+        built = write_train_set(lake.lake(write=True), context.partition_key)
+    except TrainSetError as exc:
+        raise dg.Failure(str(exc)) from None
+    rows = built.rows
     return dg.MaterializeResult(metadata={
-        "rows": rows.height, "evaluation": latest.evaluation,
-        "accepted_batches": dg.MetadataValue.json(status.filter(status["status"] == "accepted")["batch"].to_list()),
-        "rejected_batches": dg.MetadataValue.json(status.filter(status["status"] == "rejected")["batch"].to_list()),
+        "rows": rows.height, "evaluation": built.evaluation,
+        "accepted_batches": dg.MetadataValue.json(built.accepted_batches),
+        "rejected_batches": dg.MetadataValue.json(built.rejected_batches),
         "mean_difficulty": dg.MetadataValue.float(float(rows["difficulty"].mean())) if rows.height else
         dg.MetadataValue.text("n/a"),
-        "lake_path": dg.MetadataValue.path(str(path)),
+        "lake_path": dg.MetadataValue.path(built.path),
     })

@@ -26,6 +26,7 @@ from evaluation.promotion_policy import PromotionSettings
 from pipelines.config_bridge import dagster_config
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource
+from storage.markdown import markdown_table
 
 
 RegressionConfig = dagster_config(PromotionSettings, name="RegressionConfig")
@@ -41,36 +42,32 @@ def _policy(lake, cfg):
 
 
 def _compare(lake, tracking_uri: str, candidate: str, cfg, active) -> tuple[str | None, dict]:
-    """(the champion now, {"champion": report, "anchor": report}) under the active policy. The
-    rows are (re)written to lake table ``regression`` (one partition per pair, replaced)."""
-    from evaluation.promotion import compare_with_policy, current_champion, protected_domains
+    from evaluation.promotion import compare_with_champion, protected_domains
 
-    champion = current_champion(tracking_uri)
-    registry_protected = protected_domains(get_registry())
-    reports = {}
-    for role, baseline in (("champion", champion), ("anchor", cfg.anchor or None)):
-        if baseline and baseline != candidate:
-            reports[role] = compare_with_policy(lake, candidate, baseline, active.policy, registry_protected)
-    return champion, reports
+    return compare_with_champion(lake, tracking_uri, candidate, active.policy, protected_domains(get_registry()),
+                                 anchor=cfg.anchor or None)
 
 
 def _num(value, fmt: str, scale: float = 1.0) -> str:
     return format(scale * value, fmt) if value is not None and value == value else "n/a"
 
 
+REPORT_COLUMNS = {"domain": "domain", "n": "n", "k": "K", "delta": "delta (pts)", "ci": "95% CI", "p": "p",
+                  "q": "q", "mde": "MDE (pts)", "lost_gained": "lost/gained", "verdict": "verdict"}
+
+
 def _table(report) -> str:
-    head = ("| domain | n | K | delta (pts) | 95% CI | p | q | MDE (pts) | lost/gained | verdict |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n")
+    """The report for a person: not-comparable domains first, then by verdict and p."""
     order = {"regression": 0, "warn": 1, "underpowered": 2, "ok": 3}
-    rows = sorted(report.domains, key=lambda d: (order[d.verdict], d.p))
-    lines = [f"| {nc['domain']}{' (protected)' if nc['protected'] else ''} | | | | | | | | | "
-             f"NOT COMPARABLE: {nc['difference']} |" for nc in report.not_comparable]
-    lines += [
-        f"| {d.domain}{' (protected)' if d.protected else ''} | {d.n} | {d.k} | {100 * d.delta:+.1f} | "
-        f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}] | {d.p:.2g} | {d.q:.2g} | "
-        f"{'inf' if d.underpowered else _num(d.mde, '.1f', 100)} | {d.items_lost}/{d.items_gained} | "
-        f"{d.verdict.upper()}{f' (smallest attainable p {d.p_min:.2g})' if d.underpowered else ''} |" for d in rows]
-    return head + "\n".join(lines)
+    rows = [{"domain": f"{nc['domain']}{' (protected)' if nc['protected'] else ''}",
+             "verdict": f"NOT COMPARABLE: {nc['difference']}"} for nc in report.not_comparable]
+    rows += [{"domain": f"{d.domain}{' (protected)' if d.protected else ''}", "n": d.n, "k": d.k,
+              "delta": f"{100 * d.delta:+.1f}", "ci": f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]",
+              "p": f"{d.p:.2g}", "q": f"{d.q:.2g}", "mde": "inf" if d.underpowered else _num(d.mde, ".1f", 100),
+              "lost_gained": f"{d.items_lost}/{d.items_gained}",
+              "verdict": d.verdict.upper() + (f" (smallest attainable p {d.p_min:.2g})" if d.underpowered else "")}
+             for d in sorted(report.domains, key=lambda d: (order[d.verdict], d.p))]
+    return markdown_table(rows, REPORT_COLUMNS, width=None)
 
 
 def _policy_md(active) -> str:

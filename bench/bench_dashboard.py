@@ -45,7 +45,7 @@ def fast_overview(home: Path) -> int:
     con = Q.open_views(lake, ["regression", "promotions", "gate_results"],
                        modified_since={"gate_results": since.timestamp() - 120})
     cells = Q.recent_cells(con, 20)
-    Q.current_champion(con)
+    Q.last_promotion(con)
     failures = Q.gate_failures_since(con, since)
     con.close()
     import polars as pl

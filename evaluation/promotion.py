@@ -12,9 +12,15 @@
   (:mod:`evaluation.promotion_policy`) says what blocks (protected regressions, or any significant
   drop; underpowered, not-comparable and missing protected domains), against the champion and
   the anchor; otherwise promote, listing the BH warnings and the domains that improved;
+- :func:`compare_with_champion` runs those comparisons for a candidate: against the champion
+  now and an optional fixed anchor, under the policy;
 - :func:`apply_promotion` moves the MLflow registry alias ``champion`` on ``assay-policy`` to the
   candidate's model version, as a compare-and-set, and appends the decision to lake table
   ``promotions`` either way.
+
+The alias is the one source of truth for the champion (:func:`storage.tracking.current_champion`);
+the ``promotions`` table is the record of each decision and why. They agree unless someone
+moves the alias without Assay, which the dashboard reports.
 
 Compare-and-set. The alias moves only if the champion the candidate was compared with
 (``decision.previous_champion``) is still the champion at the moment of the move; otherwise the
@@ -43,13 +49,12 @@ from typing import Iterable, Protocol
 
 import polars as pl
 
+from storage import tracking
 from storage.lake import Lake
 from storage.tables import PROMOTIONS, RESULTS, conform
 from evaluation.promotion_policy import ActivePolicy, PromotionPolicy, blocking_reasons, policy_json, unchecked
 from evaluation.regression import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_Q, RegressionReport, compare_results
 
-REGISTERED_MODEL = "assay-policy"
-CHAMPION_ALIAS = "champion"
 LOCK_TIMEOUT_S = 120.0
 
 
@@ -171,6 +176,22 @@ def compare_with_policy(lake: Lake, candidate: str, baseline: str, policy: Promo
                                write=write)
 
 
+def compare_with_champion(lake: Lake, tracking_uri: str, candidate: str, policy: PromotionPolicy,
+                          registry_protected: Iterable[str], *, anchor: str | None = None,
+                          write: bool = True) -> tuple[str | None, dict[str, RegressionReport]]:
+    """(the champion now, ``{"champion": report, "anchor": report}``): ``candidate`` compared with
+    the champion (the MLflow alias) and with ``anchor`` under ``policy``, leaving out a baseline
+    that is unset or is the candidate itself. Rows go to lake table ``regression`` (one partition
+    per pair, replaced) unless ``write`` is False."""
+    champion = tracking.current_champion(tracking_uri)
+    registry_protected = list(registry_protected)
+    reports = {}
+    for role, baseline in (("champion", champion), ("anchor", anchor or None)):
+        if baseline and baseline != candidate:
+            reports[role] = compare_with_policy(lake, candidate, baseline, policy, registry_protected, write=write)
+    return champion, reports
+
+
 @dataclass
 class PromotionDecision:
     candidate: str
@@ -221,19 +242,6 @@ def decide_promotion(candidate: str, champion: str | None, reports: dict[str, Re
         if main.warnings:
             parts.append("warnings (BH): " + ", ".join(_fmt(d) for d in main.warnings[:10]))
     return PromotionDecision(candidate, champion, True, "promoted: " + "; ".join(parts), policy=recorded)
-
-
-def current_champion(tracking_uri: str) -> str | None:
-    """The checkpoint id the ``champion`` alias points at, or None when it is unset."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    try:
-        version = client.get_model_version_by_alias(REGISTERED_MODEL, CHAMPION_ALIAS)
-    except MlflowException:
-        return None
-    return version.tags.get("checkpoint") or None
 
 
 # -- compare-and-set of the alias ------------------------------------------------------------------
@@ -302,38 +310,29 @@ def apply_promotion(lake: Lake, tracking_uri: str, decision: PromotionDecision, 
     way. Returns the recorded decision: a lost race comes back refused, with the reason."""
     if not decision.promoted:
         return _record(lake, decision)
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
     with lock if lock is not None else promotion_lock(lake):
-        now_champion = current_champion(tracking_uri)
+        now_champion = tracking.current_champion(tracking_uri)
         if now_champion != decision.previous_champion:
             return _record(lake, replace(
                 decision, promoted=False, blocking=["champion_changed"],
                 reason=f"refused: champion changed from {decision.previous_champion or 'none'} to "
                        f"{now_champion or 'none'} since the comparison; compare {decision.candidate} with "
                        f"{now_champion or 'the new state'} again (was: {decision.reason})"))
-        versions = client.search_model_versions(f"name = '{REGISTERED_MODEL}' and tags.checkpoint = '{decision.candidate}'")
+        versions = tracking.checkpoint_versions(tracking_uri, decision.candidate)
         if not versions:
             raise PromotionError(f"checkpoint {decision.candidate!r} has no version of registered model "
-                                 f"{REGISTERED_MODEL!r}: register it first (training.checkpoints.register_checkpoint)")
-        version = max(versions, key=lambda v: int(v.version))
-        try:
-            previous = client.get_model_version_by_alias(REGISTERED_MODEL, CHAMPION_ALIAS).version
-        except MlflowException:
-            previous = None
-        client.set_registered_model_alias(REGISTERED_MODEL, CHAMPION_ALIAS, version.version)
+                                 f"{tracking.REGISTERED_MODEL!r}: register it first "
+                                 "(training.checkpoints.register_checkpoint)")
+        version = versions[-1].version
+        previous = tracking.champion_version(tracking_uri)
+        tracking.set_champion_alias(tracking_uri, version)
         try:
             recorded = _record(lake, decision)
         except BaseException:
             # the lake did not take the record: put the alias back, so alias and table still agree
-            if previous is not None:
-                client.set_registered_model_alias(REGISTERED_MODEL, CHAMPION_ALIAS, previous)
-            else:
-                client.delete_registered_model_alias(REGISTERED_MODEL, CHAMPION_ALIAS)
+            tracking.set_champion_alias(tracking_uri, previous.version if previous is not None else None)
             raise
-        client.set_model_version_tag(REGISTERED_MODEL, version.version, "promotion_reason", decision.reason[:5000])
+        tracking.tag_model_version(tracking_uri, version, "promotion_reason", decision.reason[:5000])
     return recorded
 
 

@@ -38,7 +38,7 @@ are treated as independent.
 
 MLflow: :func:`log_sweep_to_mlflow` logs ``score/<domain>`` and ``stderr/<domain>`` (and n, K,
 pass@k) on a run tagged with the checkpoint, linked to the checkpoint's LoggedModel when it exists,
-plus each domain's item table as an artifact.
+plus each domain's item table as an artifact (through :mod:`storage.tracking`).
 """
 
 from __future__ import annotations
@@ -339,51 +339,35 @@ def checkpoint_results(lake: Lake, checkpoint: str, domains: Iterable[str] | Non
 
 # -- MLflow -------------------------------------------------------------------------------------
 
-def find_logged_model_id(client, experiment_id: str, checkpoint: str) -> str | None:
-    """The LoggedModel registered for a checkpoint (tag assay.checkpoint, else its name), if any."""
-    for filter_string in (f"tags.`assay.checkpoint` = '{checkpoint}'", f"name = '{checkpoint}'"):
-        try:
-            found = client.search_logged_models(experiment_ids=[experiment_id], filter_string=filter_string,
-                                                max_results=1)
-        except Exception:  # noqa: BLE001 - an unsupported filter on this store: try the next one
-            continue
-        if len(found):
-            return found[0].model_id
-    return None
-
-
-def log_sweep_to_mlflow(result: SweepResult, tracking_uri: str, experiment_id: str, *,
+def log_sweep_to_mlflow(result: SweepResult, tracking_uri: str, *, artifact_root: str | None = None,
                         run_name: str | None = None) -> str:
-    """Log a sweep as an MLflow run against the checkpoint; returns the run id."""
+    """Log a sweep as an MLflow run against the checkpoint (its LoggedModel when registered,
+    :func:`storage.tracking.find_logged_model_id`); returns the run id."""
     import tempfile
     from pathlib import Path
 
-    from mlflow.tracking import MlflowClient
+    from storage.tracking import Tracker, find_logged_model_id
 
-    client = MlflowClient(tracking_uri=tracking_uri)
-    model_id = find_logged_model_id(client, experiment_id, result.checkpoint)
-    run = client.create_run(experiment_id, run_name=run_name or f"sweep-{result.checkpoint}",
-                            tags={"assay.kind": "sweep", "assay.checkpoint": result.checkpoint,
-                                  **({"assay.model_id": model_id} if model_id else {})})
-    run_id = run.info.run_id
-    try:
+    tracker = Tracker(tracking_uri, artifact_root)
+    model_id = find_logged_model_id(tracking_uri, result.checkpoint, tracker.experiment_id())
+    with tracker.run(run_name or f"sweep-{result.checkpoint}",
+                     tags={"assay.kind": "sweep", "assay.checkpoint": result.checkpoint,
+                           **({"assay.model_id": model_id} if model_id else {})}):
+        metrics = {}
         for d in result.domains:
             s = d.summary
-            for key, value in (("score", s["mean"]), ("stderr", s["stderr"]), ("pass1", s["pass1"]),
-                               ("passk", s["passk"]), ("n", s["n"]), ("k", s["k"]), ("tokens_per_s", s["tokens_per_s"])):
+            for key in ("mean", "stderr", "pass1", "passk", "n", "k", "tokens_per_s"):
+                value = s[key]
                 if value is not None and math.isfinite(float(value)):
-                    client.log_metric(run_id, f"{key}/{d.domain}", float(value), model_id=model_id)
-        client.log_metric(run_id, "sweep_seconds", result.seconds)
+                    metrics[f"{'score' if key == 'mean' else key}/{d.domain}"] = float(value)
+        tracker.log_metrics(0, metrics, model_id=model_id)
+        tracker.log_metrics(0, {"sweep_seconds": result.seconds})
         with tempfile.TemporaryDirectory() as tmp:
             for d in result.domains:
                 path = Path(tmp) / f"{d.domain}.parquet"
                 d.items.write_parquet(path)
-                client.log_artifact(run_id, str(path), artifact_path="items")
-        client.set_terminated(run_id, "FINISHED")
-    except Exception:
-        client.set_terminated(run_id, "FAILED")
-        raise
-    return run_id
+                tracker.log_artifact(str(path), artifact_path="items")
+    return tracker.run_id
 
 
 # -- the one call the CLI, Dagster and the demo make ---------------------------------------------
@@ -413,8 +397,5 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
                        prompt_format=prompt_format_of_folder(record.path))
     run_id = None
     if log_mlflow:
-        from storage.tracking import Tracker
-
-        experiment_id = Tracker(tracking_uri, artifact_root or str(lake.mlflow_artifacts)).experiment_id()
-        run_id = log_sweep_to_mlflow(result, tracking_uri, experiment_id)
+        run_id = log_sweep_to_mlflow(result, tracking_uri, artifact_root=artifact_root or str(lake.mlflow_artifacts))
     return result, run_id

@@ -7,12 +7,12 @@ the values here (object-store lake, PostgreSQL-backed MLflow) without touching a
 
 from __future__ import annotations
 
-import os
 from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field
 
+from storage import tracking
 from storage.lake import Lake, resolve_home
 
 
@@ -36,23 +36,23 @@ class MlflowResource(dg.ConfigurableResource):
 
     tracking_uri: str = Field(description="MLflow tracking URI (local default: SQLite under ASSAY_HOME)")
     artifact_root: str = Field(description="where MLflow stores run artifacts and models")
-    experiment: str = Field("assay", description="MLflow experiment that Assay's runs go to")
+    experiment: str = Field(tracking.EXPERIMENT, description="MLflow experiment that Assay's runs go to")
+
+    # what the store holds and how: storage.tracking
 
     def client(self):
-        from mlflow.tracking import MlflowClient
-
-        return MlflowClient(tracking_uri=self.tracking_uri)
+        return tracking.client(self.tracking_uri)
 
     def experiment_id(self) -> str:
-        client = self.client()
-        found = client.get_experiment_by_name(self.experiment)
-        if found is not None:
-            return found.experiment_id
-        return client.create_experiment(self.experiment, artifact_location=self.artifact_root)
+        """Get-or-create, safe when several runs create the experiment at once."""
+        return tracking.experiment_id(self.tracking_uri, self.experiment, self.artifact_root)
+
+    def tracker(self) -> tracking.Tracker:
+        """A :class:`storage.tracking.Tracker` for a new run in this experiment."""
+        return tracking.Tracker(self.tracking_uri, self.artifact_root, self.experiment)
 
     def run_url(self, run_id: str) -> str:
-        ui = os.environ.get("ASSAY_MLFLOW_UI", "http://localhost:5000")
-        return f"{ui}/#/experiments/{self.experiment_id()}/runs/{run_id}"
+        return tracking.run_url(self.experiment_id(), run_id)
 
 
 class PolicyResource(dg.ConfigurableResource):

@@ -17,7 +17,7 @@ from pipelines.resources import LakeResource, MlflowResource
 
 def nightly_targets(lake: LakeResource, mlflow: MlflowResource) -> list[str]:
     """The champion (MLflow alias) and the latest trained checkpoint, deduplicated."""
-    from evaluation.promotion import current_champion
+    from storage.tracking import current_champion
     from training.checkpoints import list_checkpoints
 
     targets = []

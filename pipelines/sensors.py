@@ -16,20 +16,13 @@ from pipelines.jobs import checkpoint_evaluation_job
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import MlflowResource
 
-REGISTERED_MODEL = "assay-policy"
-
 
 def registered_checkpoints(mlflow: MlflowResource, after_version: int = 0) -> list[tuple[int, str]]:
     """(version, checkpoint id) of every ``assay-policy`` version above ``after_version``, oldest first."""
-    from mlflow.exceptions import MlflowException
+    from storage.tracking import checkpoint_versions
 
-    client = mlflow.client()
-    try:
-        versions = client.search_model_versions(f"name = '{REGISTERED_MODEL}'")
-    except MlflowException:
-        return []
-    found = [(int(v.version), v.tags.get("checkpoint", "")) for v in versions]
-    return sorted((n, c) for n, c in found if n > after_version and c)
+    found = [(int(v.version), v.tags.get("checkpoint", "")) for v in checkpoint_versions(mlflow.tracking_uri)]
+    return [(n, c) for n, c in found if n > after_version and c]
 
 
 @dg.sensor(job=checkpoint_evaluation_job, minimum_interval_seconds=60,

@@ -15,16 +15,21 @@ Out-of-band train rows of each judged batch are quarantined as ``difficulty_out_
 batch ``ingest/domain=<d>/batch=difficulty-gate-<batch>/quarantine.parquet``, replaced when that
 batch is judged again, so nothing is deleted and ``assay quarantine`` lists them. The evaluation
 writes ``gate_results``, ``difficulty`` and ``gate_batches`` (``storage.tables``) under one
-evaluation id. :func:`train_set_rows` is what ``domain_train_set`` writes after the checks pass:
-the in-band train rows of every accepted batch.
+evaluation id, once: the environment self-test (:func:`selftest_outcomes`) runs first and is
+stored with it as gate ``selftest``, and the MLflow runs (one per gate,
+:func:`log_gate_evaluation`) are logged before the write, so their ids are in ``gate_results``
+from the start. :func:`write_train_set` is what ``domain_train_set`` calls after the checks pass: the in-band
+train rows of every accepted batch (:func:`train_set_rows`), refused while the latest evaluation
+failed.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -32,9 +37,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from quality import gate_history, reasons
 from storage import tables
 from quality.difficulty import QUANTILES, Band, estimate_difficulty, quantile_ranges, zero_signal_fraction
-from quality.expectations import ExpectationOutcome, gate_parameters, gate_severity, run_suite
+from quality.expectations import ExpectationOutcome, gate_parameters, gate_severity, outcomes_markdown, run_suite
 from quality.gate_history import BATCH_KEY
 from storage.lake import Lake
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from storage.tracking import Tracker
 
 SAFETY_CODES = (reasons.PII, reasons.SECRET, reasons.TOXIC, reasons.HARMFUL, reasons.PROMPT_INJECTION)
 
@@ -65,6 +73,7 @@ class GateEvaluation:
     frames: dict[str, pl.DataFrame]              # the validated data per gate (logged to MLflow)
     difficulty: pl.DataFrame
     stats: dict[str, Any] = field(default_factory=dict)
+    mlflow_runs: dict[str, str] = field(default_factory=dict)  # gate -> MLflow run id, when logged
 
     def severity(self, gate: str) -> str | None:
         return gate_severity(self.outcomes.get(gate, []))
@@ -140,13 +149,32 @@ def _skipped(gate: str, why: str) -> ExpectationOutcome:
                               observed="0", threshold="null", rows_checked=0, rows_failed=None, failed_ids=[])
 
 
+def selftest_outcomes(domain: Any, n: int) -> list[ExpectationOutcome]:
+    """The environment self-test (:func:`quality.domain_check.check_domain` on ``n`` samples per
+    split) as gate ``selftest`` outcomes: one per check, all critical."""
+    from quality.domain_check import check_domain
+
+    report = check_domain(domain, n=n)
+    return [ExpectationOutcome(
+        gate="selftest", expectation=name, severity="critical", success=bool(check["passed"]),
+        observed=json.dumps(check.get("detail", ""))[:2000], threshold='"passed"', rows_checked=None,
+        rows_failed=None, failed_ids=[]) for name, check in report["checks"].items()]
+
+
 def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None, *,
-                         extra_outcomes: dict[str, list[ExpectationOutcome]] | None = None) -> GateEvaluation:
+                         extra_outcomes: dict[str, list[ExpectationOutcome]] | None = None,
+                         selftest_samples: int | None = None, tracker: "Tracker | None" = None) -> GateEvaluation:
     """Judge the domain's incoming batch and store the evaluation.
 
-    ``extra_outcomes``: outcomes of gates run elsewhere (the environment self-test), stored with
-    this evaluation so its verdict is complete the moment it is written.
+    ``selftest_samples``: also run the environment self-test (:func:`selftest_outcomes`) as gate
+    ``selftest``. ``extra_outcomes``: outcomes of gates run elsewhere. Either is stored with this
+    evaluation, so its verdict is complete the moment it is written. ``tracker``: log one MLflow
+    run per gate first (:func:`log_gate_evaluation`), so ``gate_results`` is written once, with
+    the run ids.
     """
+    extra_outcomes = dict(extra_outcomes or {})
+    if selftest_samples is not None:
+        extra_outcomes["selftest"] = selftest_outcomes(domain, selftest_samples)
     now_dt = datetime.now(timezone.utc)
     evaluation = evaluation or f"{now_dt:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     now = now_dt.isoformat(timespec="microseconds")  # orders evaluations made within one second
@@ -193,8 +221,32 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None,
         "drift": _drift(diff["difficulty"], previous),
     }
     result = GateEvaluation(domain.name, evaluation, now, outcomes, frames, diff_table, stats)
+    if tracker is not None:
+        result.mlflow_runs = log_gate_evaluation(result, tracker)
     _write(lake, result, incoming, train, out_of_band, now)
     return result
+
+
+def log_gate_evaluation(result: GateEvaluation, tracker: "Tracker") -> dict[str, str]:
+    """One MLflow run per gate of ``result`` in ``tracker``'s experiment: params domain and gate,
+    metrics ``expectations_failed`` / ``expectations_total``, the validated frame as a dataset
+    input, the outcomes as ``expectations.md``; ended FAILED when a critical expectation failed.
+    Returns {gate: run id}."""
+    run_ids = {}
+    for gate, outcomes in result.outcomes.items():
+        tags = {"assay.stage": "quality", "assay.domain": result.domain, "assay.gate": gate,
+                "assay.evaluation": result.evaluation}
+        with tracker.run(f"gate-{result.domain}-{gate}-{result.evaluation}",
+                         params={"domain": result.domain, "gate": gate}, tags=tags):
+            tracker.log_metrics(0, {"expectations_failed": sum(not o.success for o in outcomes),
+                                    "expectations_total": len(outcomes)})
+            frame = result.frames.get(gate)
+            if frame is not None:
+                tracker.log_dataset(frame, name=f"{result.domain}-{gate}-{result.evaluation}")
+            tracker.log_text(outcomes_markdown(outcomes), "expectations.md")
+            tracker.finish("FAILED" if gate_severity(outcomes) == "ERROR" else "FINISHED")
+        run_ids[gate] = tracker.run_id
+    return run_ids
 
 
 def _write(lake: Lake, result: GateEvaluation, incoming: pl.DataFrame, train: pl.DataFrame,
@@ -203,7 +255,7 @@ def _write(lake: Lake, result: GateEvaluation, incoming: pl.DataFrame, train: pl
         "domain": result.domain, "evaluation": result.evaluation, "gate": o.gate, "expectation": o.expectation,
         "severity": o.severity, "success": o.success, "observed": o.observed, "threshold": o.threshold,
         "rows_checked": o.rows_checked, "rows_failed": o.rows_failed, "evaluated_at": now,
-        "mlflow_run_id": result.stats.get("mlflow_run_ids", {}).get(o.gate),
+        "mlflow_run_id": result.mlflow_runs.get(o.gate),
     } for outcomes in result.outcomes.values() for o in outcomes]
     partition = {"domain": result.domain, "evaluation": result.evaluation}
     lake.write_batch("difficulty", partition, {"part": result.difficulty})
@@ -226,13 +278,37 @@ def _write(lake: Lake, result: GateEvaluation, incoming: pl.DataFrame, train: pl
     lake.delete_partition("ingest", {"domain": result.domain, "batch": gate_history.DIFFICULTY_BATCH})
 
 
-def record_mlflow_runs(lake: Lake, result: GateEvaluation, run_ids: dict[str, str]) -> None:
-    """Store the MLflow run id of each gate in ``gate_results`` (rewrites this evaluation's file)."""
-    partition = {"domain": result.domain, "evaluation": result.evaluation}
-    frame = lake.read("gate_results", where=partition)
-    if frame.height:
-        frame = frame.with_columns(pl.col("gate").replace_strict(run_ids, default=None).alias("mlflow_run_id"))
-        lake.write_batch("gate_results", partition, {"part": tables.conform(frame, tables.GATE_RESULTS)})
+class TrainSetError(RuntimeError):
+    """A domain's train set cannot be built: no gate evaluation yet, or its latest one failed."""
+
+
+@dataclass
+class TrainSet:
+    domain: str
+    evaluation: str          # the passing evaluation it was built after
+    rows: pl.DataFrame       # storage.tables.TRAIN_SET
+    path: str
+    accepted_batches: list[str]
+    rejected_batches: list[str]
+
+
+def write_train_set(lake: Lake, domain: str) -> TrainSet:
+    """Replace lake table ``train_set`` for ``domain`` with the in-band train rows of its accepted
+    batches (:func:`train_set_rows`), only when its latest gate evaluation passed: otherwise
+    :class:`TrainSetError` says which gate failed."""
+    latest = gate_history.latest_verdict(lake, domain)
+    if latest is None:
+        raise TrainSetError(f"domain {domain!r} has no gate results: materialize gated_samples for it first")
+    if not latest.passed:
+        raise TrainSetError(f"domain {domain!r}: latest batch failed gate {latest.describe()} "
+                            f"(evaluation {latest.evaluation}); not building its train set")
+    gated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    rows = train_set_rows(lake, domain, latest.evaluation, gated_at)
+    path = lake.write_batch("train_set", {"domain": domain}, {"part": rows})
+    status = gate_history.batch_status(lake, domain)
+    return TrainSet(domain, latest.evaluation, rows, str(path),
+                    status.filter(pl.col("status") == "accepted")["batch"].to_list(),
+                    status.filter(pl.col("status") == "rejected")["batch"].to_list())
 
 
 def train_set_rows(lake: Lake, domain: str, evaluation: str, gated_at: str) -> pl.DataFrame:

@@ -33,6 +33,8 @@ from typing import Any
 
 import pandas as pd
 
+from storage.markdown import markdown_table
+
 GATES = ("format", "safety", "difficulty")
 
 DEFAULTS: dict[str, float] = {
@@ -188,13 +190,9 @@ def gate_severity(outcomes: list[ExpectationOutcome]) -> str | None:
     return "WARN" if failed else None
 
 
-def markdown_table(outcomes: list[ExpectationOutcome]) -> str:
-    def cell(text: str, width: int = 70) -> str:
-        text = str(text).replace("|", "\\|").replace("\n", " ")
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    rows = ["| expectation | severity | observed | threshold | result |", "|---|---|---|---|---|"]
-    for o in outcomes:
-        rows.append(f"| {cell(o.expectation)} | {o.severity} | {cell(o.observed)} | {cell(o.threshold)} | "
-                    f"{'pass' if o.success else '**FAIL**'} |")
-    return "\n".join(rows)
+def outcomes_markdown(outcomes: list[ExpectationOutcome]) -> str:
+    """The outcomes as a markdown table (Dagster check metadata, the gate run's ``expectations.md``)."""
+    rows = [{"expectation": o.expectation, "severity": o.severity, "observed": o.observed, "threshold": o.threshold,
+             "result": "pass" if o.success else "**FAIL**"} for o in outcomes]
+    return markdown_table(rows, ["expectation", "severity", "observed", "threshold", "result"], width=70,
+                          widths={"severity": None, "result": None})

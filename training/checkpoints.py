@@ -11,7 +11,7 @@
   registered model ``assay-policy`` tagged ``checkpoint=<id>`` and ``data_fingerprint=<fp>``: the
   fingerprint of the rows the run trained on (``training.data.rows_fingerprint``), also in the
   lake row and ``assay_checkpoint.json``. The alias ``champion`` on ``assay-policy`` marks the champion; only
-  the promotion step moves it.
+  the promotion step moves it. The names and the MLflow calls are :mod:`storage.tracking`'s.
 """
 
 from __future__ import annotations
@@ -24,12 +24,10 @@ from pathlib import Path
 
 import polars as pl
 
-from storage import tables
+from storage import tables, tracking
 from storage.lake import Lake
 
 TABLE = "checkpoints"
-REGISTERED_MODEL = "assay-policy"
-CHAMPION_ALIAS = "champion"
 METADATA_FILE = "assay_checkpoint.json"
 
 
@@ -59,41 +57,16 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_root: str | None) -> str | None:
-    from mlflow.exceptions import MlflowException
-
-    from storage.tracking import Tracker
-
-    tracker = Tracker(tracking_uri, artifact_root)
-    client = tracker.client
-    tags = {"assay.checkpoint": record.checkpoint, "assay.path": record.path,
-            "assay.recipe": record.recipe, "assay.step": str(record.step)}
+def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_root: str | None) -> str:
+    model_tags = {"assay.checkpoint": record.checkpoint, "assay.path": record.path,
+                  "assay.recipe": record.recipe, "assay.step": str(record.step)}
+    version_tags = {}
     if record.data_fingerprint:
-        tags["assay.data_fingerprint"] = record.data_fingerprint
-    model = client.create_logged_model(tracker.experiment_id(), name=record.checkpoint,
-                                       source_run_id=record.run_id, tags=tags,
-                                       params={"base_model": record.base_model,
-                                               "domains": ",".join(record.domains)})
-    client.finalize_logged_model(model.model_id, "READY")
-    try:
-        client.create_registered_model(REGISTERED_MODEL)
-    except MlflowException:
-        pass  # already there
-    # MLflow 3.17's SQL registry looks the LoggedModel up through a default MlflowClient(), i.e.
-    # the process-global tracking URI: point it at our store for this call.
-    import mlflow
-
-    previous = mlflow.get_tracking_uri() if mlflow.tracking.is_tracking_uri_set() else None
-    mlflow.set_tracking_uri(tracking_uri)
-    try:
-        client.create_model_version(REGISTERED_MODEL, source=Path(record.path).as_uri(), run_id=record.run_id,
-                                    tags={"checkpoint": record.checkpoint,
-                                          **({"data_fingerprint": record.data_fingerprint}
-                                             if record.data_fingerprint else {})},
-                                    model_id=model.model_id)
-    finally:
-        mlflow.set_tracking_uri(previous)  # None unsets it again
-    return model.model_id
+        model_tags["assay.data_fingerprint"] = version_tags["data_fingerprint"] = record.data_fingerprint
+    return tracking.register_model_version(
+        tracking_uri, record.checkpoint, Path(record.path).as_uri(), run_id=record.run_id,
+        model_tags=model_tags, model_params={"base_model": record.base_model, "domains": ",".join(record.domains)},
+        version_tags=version_tags, artifact_root=artifact_root)
 
 
 def register_checkpoint(lake: Lake, tracking_uri: str, *, checkpoint: str, path: str | os.PathLike,
@@ -152,17 +125,12 @@ def resolve_checkpoint(ref: str, lake: Lake, tracking_uri: str) -> CheckpointRec
         if not trained:
             raise CheckpointError("no trained checkpoint yet: run `assay train` first")
         return trained[-1]
-    if ref == CHAMPION_ALIAS:
-        from mlflow.exceptions import MlflowException
-
-        from storage.tracking import Tracker
-
-        try:
-            version = Tracker(tracking_uri).client.get_model_version_by_alias(REGISTERED_MODEL, CHAMPION_ALIAS)
-        except MlflowException:
-            raise CheckpointError(f"no champion yet: the alias '{CHAMPION_ALIAS}' on '{REGISTERED_MODEL}' "
-                                  "is unset (promote a checkpoint first)") from None
-        ref = version.tags.get("checkpoint", "")
+    if ref == tracking.CHAMPION_ALIAS:
+        champion = tracking.current_champion(tracking_uri)
+        if champion is None:
+            raise CheckpointError(f"no champion yet: the alias '{tracking.CHAMPION_ALIAS}' on "
+                                  f"'{tracking.REGISTERED_MODEL}' is unset (promote a checkpoint first)")
+        ref = champion
     for record in records:
         if record.checkpoint == ref:
             return record

@@ -1,4 +1,4 @@
-"""Pieces several pages share: the sidebar filters, empty states, number formatting."""
+"""Pieces several pages share: the sidebar filters, empty states, the champion warning, number formatting."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ def sidebar(home: str) -> None:
             with st.expander(f"{len(errors)} domain plugin(s) failed to load"):
                 for line in errors:
                     st.text(line)
+
+
+def champion_warning(champion: dict) -> None:
+    """Warn when the champion alias and Assay's promotion record disagree, or the alias is unreadable."""
+    if champion.get("warning"):
+        st.warning(champion["warning"], icon=":material/warning:")
 
 
 def selected_owners() -> tuple[str, ...]:

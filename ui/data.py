@@ -16,6 +16,7 @@ import polars as pl
 import streamlit as st
 
 from domains.registry import DOMAINS_PATH_ENV, get_registry
+from storage import tracking
 from storage.lake import Lake, resolve_home
 from ui import queries as Q
 
@@ -23,8 +24,6 @@ TTL_S = 60
 MTIME_SLACK_S = 120  # file-time pruning margin (coarse file-system clocks, writers on other hosts)
 HOME_KEY = "assay_home"
 DOMAINS_PATH_KEY = "assay_domains_path"
-MLFLOW_UI_ENV = "ASSAY_MLFLOW_UI_URL"  # where `mlflow ui` serves; links point there
-DEFAULT_MLFLOW_UI = "http://localhost:5000"
 
 
 def current_home() -> str:
@@ -76,7 +75,7 @@ def lake_tables(home: str) -> list[str]:
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def overview(home: str, recent: int) -> dict:
-    """Heatmap cells of the recent candidates, champion, comparisons, gate failures in the last day."""
+    """Heatmap cells of the recent candidates, comparisons, gate failures in the last day."""
     since = Q.last_day(datetime.now(timezone.utc))
     lake = _lake(home)
     con = Q.open_views(lake, ["regression", "promotions", "gate_results"],
@@ -84,13 +83,34 @@ def overview(home: str, recent: int) -> dict:
     try:
         return {
             "cells": Q.recent_cells(con, recent),
-            "champion": Q.current_champion(con),
             "failures": Q.gate_failures_since(con, since),
             "since": since,
             "has_gates": Q.has_view(con, "gate_results") or bool(lake.files("gate_results")),
         }
     finally:
         con.close()
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def champion(home: str) -> dict:
+    """The champion: the MLflow alias ``champion`` (:func:`storage.tracking.current_champion`, the
+    one source of truth), checked against the lake's last promotion record
+    (:func:`ui.queries.reconcile_champion`: ``name``, ``source``, ``recorded``, ``warning``)."""
+    lake = _lake(home)
+    con = Q.open_views(lake, ["promotions"])
+    try:
+        recorded = Q.last_promotion(con)
+    finally:
+        con.close()
+    store = lake.home / "mlflow.db"
+    if not store.exists():
+        return Q.reconcile_champion(None, recorded, store_error=f"no MLflow store at {store}")
+    try:
+        alias = tracking.current_champion(lake.mlflow_uri)
+    except Exception as exc:  # shown on the page: an unreadable store is not a crash of the page
+        return Q.reconcile_champion(None, recorded, store_error=f"cannot read the champion alias from {store}: "
+                                                                f"{type(exc).__name__}: {exc}")
+    return Q.reconcile_champion(alias, recorded)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -103,8 +123,7 @@ def regressions(home: str) -> dict:
             rows[(cand, base)] = Q.comparison_rows(con, cand, base)
         decisions = {cand: Q.promotion_of(con, cand) for cand in (listing["candidate"].unique().to_list()
                                                                  if listing.height else [])}
-        return {"comparisons": listing, "rows": rows, "decisions": decisions,
-                "champion": Q.current_champion(con)}
+        return {"comparisons": listing, "rows": rows, "decisions": decisions}
     finally:
         con.close()
 
@@ -149,7 +168,6 @@ def domain_detail(home: str, domain: str) -> dict:
             "difficulty": Q.difficulty_latest(con, domain),
             "trend": Q.score_trend(con, domain),
             "verdict": verdict,
-            "champion": Q.current_champion(con),
             "items": pl.DataFrame(),
         }
     finally:
@@ -196,9 +214,7 @@ def training(home: str) -> dict:
 
 @st.cache_resource(show_spinner=False)
 def mlflow_client(tracking_uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=tracking_uri)
+    return tracking.client(tracking_uri)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -212,12 +228,11 @@ def mlflow_run(home: str, run_id: str) -> dict:
         run = mlflow_client(lake.mlflow_uri).get_run(run_id)
     except Exception as exc:  # shown to the user as is: a missing run is not a crash of the page
         return {"error": f"MLflow has no run {run_id!r} in {store}: {type(exc).__name__}: {exc}"}
-    base = os.environ.get(MLFLOW_UI_ENV, DEFAULT_MLFLOW_UI).rstrip("/")
     return {
         "run_id": run_id, "name": run.info.run_name, "status": run.info.status,
         "experiment_id": run.info.experiment_id, "params": dict(run.data.params),
         "metrics": dict(run.data.metrics),
-        "url": f"{base}/#/experiments/{run.info.experiment_id}/runs/{run_id}",
+        "url": tracking.run_url(run.info.experiment_id, run_id),
         "start": datetime.fromtimestamp(run.info.start_time / 1000, timezone.utc).isoformat(timespec="seconds")
         if run.info.start_time else None,
     }

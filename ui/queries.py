@@ -133,19 +133,33 @@ def _frame(con: LakeViews, query: str, params: list | None = None) -> pl.DataFra
 
 # -- champion and comparisons -----------------------------------------------------------------
 
-def current_champion(con) -> str | None:
-    """The newest of: the last promoted candidate (promotions) and the last comparison's baseline
-    (regression). A promotion wins a tie: it is decided after the comparison it follows."""
-    events = []
-    if has_view(con, "promotions"):
-        for cand, at in con.rows("SELECT candidate, created_at FROM promotions WHERE promoted "
-                                 "ORDER BY created_at DESC LIMIT 1"):
-            events.append((at or "", 1, cand))
-    if has_view(con, "regression"):
-        for base, at in con.rows("SELECT baseline, created_at FROM regression "
-                                 "ORDER BY created_at DESC LIMIT 1"):
-            events.append((at or "", 0, base))
-    return max(events)[2] if events else None
+def last_promotion(con) -> dict | None:
+    """The newest decision that promoted (lake table ``promotions``): Assay's record of who it made
+    champion and when. The champion itself is the MLflow alias (``ui.data.champion``)."""
+    if not has_view(con, "promotions"):
+        return None
+    frame = _frame(con, "SELECT decision, candidate, previous_champion, reason, created_at FROM promotions "
+                        "WHERE promoted ORDER BY created_at DESC, decision DESC LIMIT 1")
+    return frame.row(0, named=True) if frame.height else None
+
+
+def reconcile_champion(alias: str | None, recorded: dict | None, store_error: str | None = None) -> dict:
+    """The champion a page shows: ``name`` is the MLflow alias (the one source of truth; promotion
+    moves it under its lock), ``recorded`` the candidate of Assay's last promotion record
+    (:func:`last_promotion`). ``warning`` says when they disagree (the alias was moved without
+    Assay) or when the alias could not be read (``store_error``: then ``name`` is the record)."""
+    recorded_name = recorded["candidate"] if recorded else None
+    if store_error is not None:
+        return {"name": recorded_name, "source": "lake", "recorded": recorded_name,
+                "warning": f"{store_error}; showing the last promotion recorded in the lake" if recorded_name else None}
+    warning = None
+    if alias != recorded_name:
+        when = f" on {recorded['created_at']}" if recorded and recorded.get("created_at") else ""
+        warning = (f"The MLflow alias 'champion' points at {alias or 'no model version'}, but Assay's last "
+                   f"promotion made {recorded_name or 'no checkpoint'} champion{when}: the alias was moved "
+                   "outside Assay (MLflow UI, another tool). Promotions compare against the alias; "
+                   "the promotions table has no record of this change.")
+    return {"name": alias, "source": "mlflow", "recorded": recorded_name, "warning": warning}
 
 
 def comparisons(con) -> pl.DataFrame:

@@ -138,8 +138,9 @@ def paired_comparison(base: list[float], cand: list[float]) -> dict:
 
 
 def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now: datetime | None = None) -> dict:
-    """Fill ``home`` with every lake table the dashboard reads (plus an MLflow run). Returns a
-    summary: domains, checkpoints, champion, run_id."""
+    """Fill ``home`` with every lake table the dashboard reads (plus, with ``spec.with_mlflow``, an
+    MLflow training run and the registered checkpoints with the champion alias). Returns a summary:
+    domains, checkpoints, champion, run_id."""
     rng = random.Random(spec.seed)
     lake = Lake.at(home)
     now = now or datetime.now(timezone.utc)
@@ -230,7 +231,24 @@ def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now:
                          {"part": _frame([decision], T.PROMOTIONS)})
         if promoted:
             champion = cand
+    if spec.with_mlflow:
+        _register_champion(lake, ckpts, champion, run_id)
     return {"domains": names, "checkpoints": ckpts, "champion": champion, "run_id": run_id}
+
+
+def _register_champion(lake: Lake, ckpts: list[str], champion: str, run_id: str) -> None:
+    """A model version per checkpoint and the alias ``champion`` on the last one promoted, as the
+    promotion step leaves them (the dashboard reads the champion from the alias)."""
+    from storage import tracking
+
+    versions = {}
+    for c in ckpts:
+        tracking.register_model_version(lake.mlflow_uri, c, (lake.checkpoints_dir / c).as_uri(),
+                                        run_id=None if c.startswith("base-") else run_id,
+                                        model_tags={"assay.checkpoint": c}, model_params={}, version_tags={},
+                                        artifact_root=str(lake.mlflow_artifacts))
+        versions[c] = tracking.checkpoint_versions(lake.mlflow_uri, c)[-1].version
+    tracking.set_champion_alias(lake.mlflow_uri, versions[champion])
 
 
 def _write_quality(lake: Lake, spec: SyntheticSpec, names: list[str], rng: random.Random, now: datetime) -> None:
@@ -298,17 +316,13 @@ def _write_quality(lake: Lake, spec: SyntheticSpec, names: list[str], rng: rando
 def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: random.Random,
                         start: datetime) -> str:
     """A real MLflow run (SQLite store under ASSAY_HOME) with metrics, and its training_history."""
-    from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
+    from storage import tracking
 
-    client = MlflowClient(tracking_uri=lake.mlflow_uri)
-    experiment = client.get_experiment_by_name("assay-training")
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-        "assay-training", artifact_location=lake.mlflow_artifacts.as_uri())
-    run = client.create_run(experiment_id, run_name="synth-grpo", tags={"assay.recipe": "tiny"})
-    run_id = run.info.run_id
+    tracker = tracking.Tracker(lake.mlflow_uri, str(lake.mlflow_artifacts))
+    run_id = tracker.start("synth-grpo", params={"recipe": "tiny", "steps": spec.training_steps},
+                           tags={"assay.recipe": "tiny"})
     trained = names[: min(4, len(names))]
-    rows, metrics = [], []
+    rows = []
     for step in range(1, spec.training_steps + 1):
         at = start + timedelta(minutes=step)
         for d in ["_all", *trained]:
@@ -321,11 +335,10 @@ def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: 
                    "created_at": _iso(at)}
             rows.append(row)
             if d == "_all":
-                ts = int(at.timestamp() * 1000)
-                metrics += [Metric(k, float(row[k]), ts, step)
-                            for k in ("reward_mean", "kl", "accuracy", "zero_var_frac", "tokens_per_s")]
-    client.log_batch(run_id, metrics=metrics, params=[Param("recipe", "tiny"), Param("steps", str(spec.training_steps))])
-    client.set_terminated(run_id)
+                tracker.log_metrics(step, {k: row[k] for k in ("reward_mean", "kl", "accuracy", "zero_var_frac",
+                                                                "tokens_per_s")},
+                                    timestamp_ms=int(at.timestamp() * 1000))
+    tracker.finish()
     lake.write_batch("training_history", {"run": run_id}, {"part": _frame(rows, T.TRAINING_HISTORY)})
     return run_id
 

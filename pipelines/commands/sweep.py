@@ -9,7 +9,6 @@ See :mod:`evaluation.sweep`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from evaluation.sweep_config import SweepConfig
@@ -57,9 +56,6 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if not domains:
         raise CliError("no domains selected: check --domains/--tag (see `assay domains list`)")
     lake = open_lake(write=True)
-    # MLflow 3.17 resolves LoggedModels for model versions through the global tracking URI: make
-    # it this lake's store, or registering the base pseudo-checkpoint looks in ./mlflow.db.
-    os.environ.setdefault("MLFLOW_TRACKING_URI", lake.mlflow_uri)
     try:
         result, run_id = sweep_checkpoint(lake, lake.mlflow_uri, args.checkpoint, domains, config=config,
                                           backend=args.backend, dtype=args.dtype, log_mlflow=not args.no_mlflow,

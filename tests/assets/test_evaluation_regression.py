@@ -36,7 +36,8 @@ def env(assay_home, tmp_path, tiny_built, monkeypatch):
     monkeypatch.setenv("ASSAY_DOMAINS_PATH", str(plugins))
     get_registry(reload=True)
     lake = Lake.at(assay_home)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", lake.mlflow_uri)  # MLflow 3.17 model-version quirk
+    # no MLFLOW_TRACKING_URI: storage.tracking scopes MLflow 3.17's global-URI lookup itself
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     for name in ("base-tiny", "copy-step000001"):
         folder = assay_home / "checkpoints" / name
         shutil.copytree(tiny_built, folder)
@@ -77,7 +78,8 @@ def _write_fake_sweep(lake, checkpoint: str, scores: list[float], max_new_tokens
 def test_not_comparable_domain_fails_the_blocking_check_and_is_refused(env, assay_home):
     """Champion swept at 64 tokens, candidate at 256: not compared, named, promotion refused."""
     from assets.regression import champion_promotion, regression_report
-    from evaluation.promotion import PromotionDecision, apply_promotion, current_champion
+    from evaluation.promotion import PromotionDecision, apply_promotion
+    from storage.tracking import current_champion
 
     lake = env
     apply_promotion(lake, lake.mlflow_uri, PromotionDecision("base-tiny", None, True, "first champion"))
@@ -115,7 +117,7 @@ def _run_everything(lake, instance, assay_home):
     from pipelines.resources import default_resources
     from pipelines.schedules import nightly_sweep_schedule
     from pipelines.sensors import new_checkpoint_sensor
-    from evaluation.promotion import current_champion
+    from storage.tracking import current_champion
 
     resources = default_resources(str(assay_home))
 

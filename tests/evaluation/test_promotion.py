@@ -130,7 +130,7 @@ def _register(uri: str, checkpoints: list[str]) -> None:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from evaluation.promotion import REGISTERED_MODEL
+    from storage.tracking import REGISTERED_MODEL
 
     client = MlflowClient(tracking_uri=uri)
     try:
@@ -159,7 +159,8 @@ def _promoter(home: str, uri: str, tasks, barrier, done) -> None:
 def _race(assay_home, reps: int, start_workers) -> None:
     """`reps` rounds: two candidates promoted at the same moment against the champion both saw."""
     from storage.lake import Lake
-    from evaluation.promotion import PromotionDecision, apply_promotion, current_champion
+    from evaluation.promotion import PromotionDecision, apply_promotion
+    from storage.tracking import current_champion
 
     lake = Lake.at(assay_home)
     uri = f"sqlite:///{assay_home / 'mlflow.db'}"
@@ -246,7 +247,8 @@ def test_a_promotion_whose_champion_moved_is_recorded_as_refused(assay_home, emp
     import shutil
 
     from storage.lake import Lake
-    from evaluation.promotion import PromotionDecision, apply_promotion, current_champion
+    from evaluation.promotion import PromotionDecision, apply_promotion
+    from storage.tracking import current_champion
 
     shutil.copy(empty_mlflow_db, assay_home / "mlflow.db")
     lake = Lake.at(assay_home)

@@ -196,15 +196,17 @@ def test_sweep_checkpoint_logs_mlflow_and_promotion_moves_the_alias(tiny_home, m
 
     from mlflow.tracking import MlflowClient
 
-    from evaluation.promotion import (apply_promotion, compare_checkpoints, current_champion, decide_promotion)
+    from evaluation.promotion import apply_promotion, compare_checkpoints, decide_promotion
+    from storage.tracking import current_champion
     from training.checkpoints import register_checkpoint
     from evaluation.sweep import sweep_checkpoint
 
     lake = Lake.at(tiny_home)
     uri = lake.mlflow_uri
-    # MLflow 3.17's create_model_version(model_id=...) looks the LoggedModel up through the *global*
-    # tracking URI (default: ./mlflow.db in the working directory), not the client's: point it here.
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    # no MLFLOW_TRACKING_URI here: registering the base pseudo-checkpoint (no run id) must find its
+    # LoggedModel in this store although MLflow 3.17 looks it up through the global URI
+    # (storage.tracking.global_tracking_uri scopes that)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     copy = tiny_home / "checkpoints" / "copy-step000001"
     shutil.copytree(tiny_home / "models" / "tiny", copy)
     register_checkpoint(lake, uri, checkpoint="copy-step000001", path=copy, run_id=None, step=1,

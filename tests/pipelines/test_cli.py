@@ -23,7 +23,7 @@ def test_help_is_fast_and_imports_nothing_heavy():
 
     code = ("import sys\nfrom pipelines.cli import build_parser\n"
             "try:\n    build_parser().parse_args(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print([m for m in ('torch','deepspeed','great_expectations','transformers','dagster') "
+            "print([m for m in ('torch','deepspeed','great_expectations','transformers','dagster','mlflow') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout

@@ -12,7 +12,7 @@ import dagster as dg
 
 from tests.conftest import PLUGIN_TEMPLATE, REPO, write_plugin
 
-HEAVY = ("torch", "deepspeed", "great_expectations", "transformers")
+HEAVY = ("torch", "deepspeed", "great_expectations", "transformers", "mlflow")
 
 
 def _fresh_python(code: str, env: dict) -> subprocess.CompletedProcess:

@@ -92,6 +92,14 @@ def test_failing_gate_blocks_only_its_domains_train_set(assay_home, tmp_path, mo
     resources = default_resources(str(assay_home))
     # keep the test fast: only the two plugin domains' eval items are compared for contamination
     monkeypatch.setattr("assets.ingest.get_registry", lambda: _only(registry, ["gate_ok", "gate_bad"]))
+    written = []  # (table, partition) of every lake write, which still goes through
+    real_write = Lake.write_batch
+
+    def recording_write(self, table, partition, *args, **kwargs):
+        written.append((table, tuple(sorted(partition.items()))))
+        return real_write(self, table, partition, *args, **kwargs)
+
+    monkeypatch.setattr(Lake, "write_batch", recording_write)
     outcome = {}
     for name in ("gate_bad", "gate_ok"):
         with dg.instance_for_test() as instance:  # an instance of its own, never a stale ambient one
@@ -119,11 +127,19 @@ def test_failing_gate_blocks_only_its_domains_train_set(assay_home, tmp_path, mo
     assert {"format", "safety", "difficulty", "selftest"} <= set(results["gate"].unique())
     failed = results.filter((results["domain"] == "gate_bad") & ~results["success"])
     assert "expect_column_values_to_match_regex(answer)" in failed["expectation"].to_list()
-    assert results["mlflow_run_id"].null_count() < results.height  # runs were logged
+    # each evaluation's gate_results is written once, complete: the self-test and every gate's run id in it
+    gate_writes = [p for table, p in written if table == "gate_results"]
+    assert len(gate_writes) == len(set(gate_writes)) == 2, gate_writes
+    assert results["mlflow_run_id"].null_count() == 0  # runs were logged before the write
     from mlflow.tracking import MlflowClient
 
     runs = MlflowClient(tracking_uri=lake.mlflow_uri).search_runs(
         [MlflowClient(tracking_uri=lake.mlflow_uri).get_experiment_by_name("assay").experiment_id])
+    by_id = {r.info.run_id: r for r in runs}
+    for row in results.unique(["domain", "gate"]).iter_rows(named=True):
+        tags = by_id[row["mlflow_run_id"]].data.tags
+        assert (tags["assay.domain"], tags["assay.gate"], tags["assay.evaluation"]) == \
+            (row["domain"], row["gate"], row["evaluation"])
     assert any(r.data.tags.get("assay.gate") == "format" and r.data.tags.get("assay.domain") == "gate_bad"
                and r.info.status == "FAILED" for r in runs)
     assert any(r.inputs.dataset_inputs for r in runs)

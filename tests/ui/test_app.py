@@ -223,3 +223,58 @@ def test_domain_page_shows_an_infinite_mde_and_why_a_domain_is_not_comparable(ve
     at = _open("domain", domain="gen")
     assert _metrics(at)["Verdict"] == "NOT COMPARABLE"
     assert any("max_new_tokens: 64 vs 256" in w.value for w in at.warning)
+
+
+def _version_of(client, checkpoint: str) -> str:
+    """The model version of ``checkpoint`` in the registry (registered here when missing)."""
+    from mlflow.exceptions import MlflowException
+
+    found = client.search_model_versions(f"name = 'assay-policy' and tags.checkpoint = '{checkpoint}'")
+    if found:
+        return max(found, key=lambda v: int(v.version)).version
+    try:
+        client.create_registered_model("assay-policy")
+    except MlflowException:
+        pass
+    return client.create_model_version("assay-policy", source=f"file:///models/{checkpoint}",
+                                       tags={"checkpoint": checkpoint}).version
+
+
+def test_champion_is_the_mlflow_alias_and_a_move_outside_assay_is_flagged(tmp_path, monkeypatch, empty_mlflow_db):
+    """The pages show the champion the promotion step reads (the MLflow alias), not a guess from
+    the lake; when the alias is moved without Assay they show the alias and say so."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from evaluation.promotion import PromotionDecision, apply_promotion
+    from ui.synthetic import SyntheticSpec, write_synthetic_lake
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(empty_mlflow_db, home / "mlflow.db")
+    summary = write_synthetic_lake(home, SyntheticSpec(domains=3, checkpoints=3, items=8, training_steps=2, seed=3))
+    monkeypatch.setenv("ASSAY_HOME", str(home))
+    monkeypatch.delenv("ASSAY_DOMAINS_PATH", raising=False)
+    recorded = summary["champion"]
+    at = _open("overview")
+    assert any(f"Champion: **{recorded}**" in c.value for c in at.caption)
+    assert not at.warning
+
+    # someone moves the alias in the MLflow UI: promotions would now compare against `moved`
+    client = MlflowClient(tracking_uri=Lake.at(home).mlflow_uri)
+    moved = next(c for c in summary["checkpoints"] if c != recorded)
+    client.set_registered_model_alias("assay-policy", "champion", _version_of(client, moved))
+    for page in ("overview", "regressions"):
+        at = _open(page)
+        shown = " ".join(c.value for c in at.caption)
+        assert (f"Champion: **{moved}**" if page == "overview" else f"Champion now: **{moved}**") in shown, shown
+        warning = " ".join(w.value for w in at.warning)
+        assert f"points at {moved}" in warning and f"made {recorded} champion" in warning, warning
+
+    # a promotion through Assay moves the alias and records it: they agree again, no warning
+    candidate = next(c for c in summary["checkpoints"] if c not in (recorded, moved))
+    apply_promotion(Lake.at(home), Lake.at(home).mlflow_uri, PromotionDecision(candidate, moved, True, "promoted: test"))
+    at = _open("overview")
+    assert any(f"Champion: **{candidate}**" in c.value for c in at.caption)
+    assert not at.warning

@@ -23,17 +23,31 @@ def _promotion(lake, decision, candidate, promoted, at):
     lake.write_batch("promotions", {"decision": decision}, {"part": frame})
 
 
-def test_champion_follows_the_newest_promotion_or_comparison(assay_home):
+def test_last_promotion_is_the_newest_decision_that_promoted(assay_home):
     lake = Lake.at(assay_home)
-    con = Q.open_views(lake, ["regression", "promotions"])
-    assert Q.current_champion(con) is None
+    con = Q.open_views(lake, ["promotions"])
+    assert Q.last_promotion(con) is None
     _regression(lake, "c1", "base", "2026-11-01T00:00:00+00:00", [{"domain": "a", "verdict": "ok", "delta": 0.1}])
-    con = Q.open_views(lake, ["regression", "promotions"])
-    assert Q.current_champion(con) == "base"
-    _promotion(lake, "d1", "c1", True, "2026-11-01T00:00:00+00:00")  # same time: the decision follows
+    _promotion(lake, "d1", "c1", True, "2026-11-01T00:00:00+00:00")
     _promotion(lake, "d2", "c2", False, "2026-11-02T00:00:00+00:00")  # refused: champion unchanged
     con = Q.open_views(lake, ["regression", "promotions"])
-    assert Q.current_champion(con) == "c1"
+    assert Q.last_promotion(con)["candidate"] == "c1"  # a comparison's baseline is no record of a promotion
+
+
+def test_reconcile_champion_trusts_the_alias_and_flags_a_move_outside_assay():
+    record = {"candidate": "c1", "created_at": "2026-11-01T00:00:00+00:00"}
+    agreed = Q.reconcile_champion("c1", record)
+    assert agreed == {"name": "c1", "source": "mlflow", "recorded": "c1", "warning": None}
+    moved = Q.reconcile_champion("c9", record)
+    assert moved["name"] == "c9" and moved["recorded"] == "c1"
+    assert "points at c9" in moved["warning"] and "made c1 champion" in moved["warning"]
+    assert "outside Assay" in moved["warning"]
+    removed = Q.reconcile_champion(None, record)  # alias deleted by hand
+    assert removed["name"] is None and "no model version" in removed["warning"]
+    no_store = Q.reconcile_champion(None, record, store_error="no MLflow store at /x/mlflow.db")
+    assert no_store["name"] == "c1" and no_store["source"] == "lake"
+    assert no_store["warning"].startswith("no MLflow store at /x/mlflow.db")
+    assert Q.reconcile_champion(None, None) == {"name": None, "source": "mlflow", "recorded": None, "warning": None}
 
 
 def test_open_views_reads_only_the_named_partitions(assay_home):

@@ -67,7 +67,7 @@ else:
 
 trend = detail["trend"]
 if trend.height:
-    st.altair_chart(charts.score_trend(trend, detail["champion"]), width="stretch")
+    st.altair_chart(charts.score_trend(trend, data.champion(home)["name"]), width="stretch")
 else:
     components.empty_state("No benchmark sweep has scored this domain yet.")
 

@@ -52,9 +52,11 @@ unchecked = {"underpowered": counts["underpowered"], "not comparable": counts["n
 if any(unchecked.values()):
     st.caption(" · ".join(f"{n} {what}" for what, n in unchecked.items() if n) + " (no verdict either way: too few "
                "items for the test to flag a drop, or swept under different generation configs)")
-if view["champion"]:
-    st.caption(f"Champion: **{view['champion']}** · latest candidate: **{candidate or 'none'}** · "
+champion = data.champion(home)
+if champion["name"]:
+    st.caption(f"Champion: **{champion['name']}** · latest candidate: **{candidate or 'none'}** · "
                f"counts are for the latest candidate against the champion it was compared with")
+components.champion_warning(champion)
 
 if not table.height:
     components.empty_state("No domains yet: the registry is empty and the lake has no data.")

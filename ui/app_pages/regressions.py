@@ -44,7 +44,10 @@ if decision:
     (st.success if decision["promoted"] else st.error)(text)
 else:
     st.caption(f"No promotion decision recorded for {candidate} yet.")
-st.caption(f"Champion now: **{report['champion']}**. *protected* marks domains whose regression blocks promotion. Click a column header to sort.")
+champion = data.champion(home)
+st.caption(f"Champion now: **{champion['name'] or 'none'}**. *protected* marks domains whose regression blocks "
+           "promotion. Click a column header to sort.")
+components.champion_warning(champion)
 
 policy = data.promotion_policy(home)
 with st.expander("Promotion policy", expanded=False):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from storage import tracking
 from ui import charts, components, data
 
 st.title("Training")
@@ -27,7 +28,7 @@ else:
     st.markdown(f"MLflow run **{run['name']}** ({run['status'].lower()}, started {run['start']}): "
                 f"[open in MLflow]({run['url']})")
     st.caption(f"Link target: `mlflow ui --backend-store-uri sqlite:///{home}/mlflow.db` serving at "
-               f"{run['url'].split('/#')[0]} (set {data.MLFLOW_UI_ENV} to change it)")
+               f"{run['url'].split('/#')[0]} (set {tracking.MLFLOW_UI_ENV} to change it)")
 
 domains = sorted(d for d in curves["domain"].unique().to_list() if d != "_all")
 batch = curves.filter(pl.col("domain") == "_all").with_columns(pl.lit("all domains").alias("domain"))
