@@ -1,6 +1,6 @@
 """GRPO step throughput: Assay's DeepSpeed trainer vs TRL's GRPOTrainer, same run, same workload.
 
-Workload (TARGETS.md): SmolLM2-135M-Instruct, math_arith_easy prompts (2-term single-digit chain
+Workload (the GRPO target in bench/RESULTS.md): SmolLM2-135M-Instruct, math_arith_easy prompts (2-term single-digit chain
 sums), 2 prompts x 8 generations per step, at most 32 new tokens, temperature 1.0, beta 0.04,
 loss_type grpo, lr 1e-5, one process. Both trainers see the same model folder, the same prompt
 pool and the same reward (the domain's scorer). Zero-variance-group skipping is turned off for

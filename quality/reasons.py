@@ -1,4 +1,4 @@
-"""Quarantine reason codes (DESIGN.md). Every quarantined row carries one or more of these."""
+"""Quarantine reason codes (the ingest contract, README "Ingest and quarantine"). Every quarantined row carries one or more of these."""
 
 MALFORMED = "malformed"  # not a JSON object, undecodable, or a field of the wrong type
 MISSING_FIELD = "missing_field"

@@ -93,7 +93,7 @@ class DetectorGate:
         return verdicts(self.flags(batch, ctx), self.detector.code)
 
 
-def ExactDuplicateGate() -> DetectorGate:  # noqa: N802 - kept as the spine's name for the gate
+def ExactDuplicateGate() -> DetectorGate:  # noqa: N802 - reads as a class at call sites, like the other gates
     """``duplicate``: same normalised content as a row admitted in any domain or earlier in the batch."""
     return DetectorGate(detectors.DuplicateDetector())
 

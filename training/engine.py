@@ -1,6 +1,6 @@
 """The DeepSpeed engine: process-group setup, the DeepSpeed config from a recipe, initialize.
 
-On CPU (see MACHINE-NOTES): DeepSpeed picks its CPU accelerator and the gloo backend by itself;
+On CPU: DeepSpeed picks its CPU accelerator and the gloo backend by itself;
 without a launcher the RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* variables are set here for one process
 (otherwise it goes looking for mpi4py). Its shared-memory comm op would be JIT-compiled with g++
 on first use (~60 s): it is marked incompatible so gloo is used without compiling anything. The

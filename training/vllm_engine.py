@@ -3,7 +3,7 @@
 Same interface as :class:`training.generation.TorchEngine`, and the same prompts to the token
 (:mod:`training.prompts`). Imported only when ``make_engine(..., backend="vllm")`` is asked for:
 the vLLM wheel is CUDA-only and pins its own
-torch (see MACHINE-NOTES), so nothing else in Assay may import it. The policy folder is resolved
+torch, so nothing else in Assay may import it. The policy folder is resolved
 by :mod:`training.policy` (the SmolLM2 GGUF is converted to safetensors first, which vLLM loads
 natively).
 

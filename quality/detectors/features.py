@@ -1,6 +1,6 @@
 """Vectorised text features shared by the "same item" detectors (near_duplicate, contamination).
 
-DESIGN.md's rule: two rows are the same item when they state the same numbers, names and facts,
+The same-item rule (README, "Ingest and quarantine"): two rows are the same item when they state the same numbers, names and facts,
 possibly restated (case, whitespace, punctuation, word order, small edits). Template siblings
 ("Convert 194 g to mg" / "Convert 195 g to mg") are different items. So every comparison here
 requires

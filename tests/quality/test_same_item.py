@@ -1,4 +1,4 @@
-"""duplicate / near_duplicate / contaminated follow DESIGN.md's "same item vs sibling item"."""
+"""duplicate / near_duplicate / contaminated follow the "same item vs sibling item" rule."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Serve the dashboard with `streamlit run` on a free localhost port and drive Debian's chromium
-with Playwright (no browser download), as MACHINE-NOTES "Browser tests of the Streamlit app" says.
+with Playwright (no browser download) (executable_path points at the system chromium).
 
-Also regenerates the README screenshot from a synthetic lake::
+Also regenerates the README screenshot, from the lake of a real ``make demo`` run (``--home``) or
+from a synthetic lake (no ``--home``)::
 
-    .venv/bin/python -m tests.ui.serve --screenshot docs/dashboard.png
+    .venv/bin/python -m tests.ui.serve --home .assay --screenshot docs/dashboard.png
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ def visit(page, url: str, must_show: str, settle_s: float = 2.0, timeout_ms: int
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Screenshot the dashboard on a synthetic lake")
+    parser = argparse.ArgumentParser(description="Screenshot the dashboard on a lake (a synthetic one by default)")
+    parser.add_argument("--home", default="", help="ASSAY_HOME of a real run (e.g. after make demo); "
+                                                   "unset: a synthetic lake")
     parser.add_argument("--screenshot", default="docs/dashboard.png")
     parser.add_argument("--page", default="", help="url path, e.g. 'domain?domain=demo_002'")
     parser.add_argument("--domains", type=int, default=24)
@@ -102,18 +105,20 @@ def main(argv: list[str] | None = None) -> None:
     from ui.synthetic import SyntheticSpec, write_registry_plugin, write_synthetic_lake
 
     with tempfile.TemporaryDirectory() as tmp:
-        spec = SyntheticSpec(domains=args.domains, checkpoints=args.checkpoints, items=40, k=2, prefix="demo")
-        home = Path(tmp) / "home"
-        write_synthetic_lake(home, spec)
-        plugins = write_registry_plugin(Path(tmp) / "plugins", spec).parent
-        env = {"ASSAY_HOME": str(home), "ASSAY_DOMAINS_PATH": str(plugins)}
+        if args.home:
+            env = {"ASSAY_HOME": str(Path(args.home).resolve())}
+        else:
+            spec = SyntheticSpec(domains=args.domains, checkpoints=args.checkpoints, items=40, k=2, prefix="demo")
+            home = Path(tmp) / "home"
+            write_synthetic_lake(home, spec)
+            plugins = write_registry_plugin(Path(tmp) / "plugins", spec).parent
+            env = {"ASSAY_HOME": str(home), "ASSAY_DOMAINS_PATH": str(plugins)}
         with served_app(env) as url, chromium_page(1600, 1250) as page:
             visit(page, f"{url}/{args.page}", "Assay quality overview" if not args.page else "Domain", 3.0)
             out = Path(args.screenshot)
             out.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(out), full_page=False)
             print(out)
-
 
 if __name__ == "__main__":
     main()
