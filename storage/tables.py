@@ -79,11 +79,14 @@ TRAINING_HISTORY = {
 
 # results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet  -- one row per scored sample
 # gen_config: hash of the generation config; gen_params: the same config as readable JSON
-# (sampling parameters and prompt format; null in data written before it was recorded)
+# (sampling parameters and prompt format; null in data written before it was recorded);
+# engine: what generated the sample, e.g. "vllm-0.32.0/bfloat16" (provenance only, not part of
+# gen_config: evaluation.sweep says why; null in data written before it was recorded)
 RESULTS = {
     "checkpoint": pl.Utf8, "domain": pl.Utf8, "item_id": pl.Utf8, "sample_idx": pl.Int64,
     "score": pl.Float64, "completion": pl.Utf8, "latency_s": pl.Float64, "tokens": pl.Int64,
     "cluster_id": pl.Utf8, "gen_config": pl.Utf8, "created_at": pl.Utf8, "gen_params": pl.Utf8,
+    "engine": pl.Utf8,
 }
 
 # sweep_summary/checkpoint=<c>/domain=<d>/part.parquet  -- one row per (checkpoint, domain): the

@@ -285,6 +285,8 @@ class TrainRequest(BaseModel):
                                                                  "needs a gated train_set")
     steps: int | None = Field(None, description="optimizer steps (unset: the recipe's max_steps)")
     seed: int | None = Field(None, description="seed for data order, sampling and init (unset: the recipe's)")
+    backend: Literal["", "torch", "vllm", "auto"] = Field(
+        "", description="rollout engine (the recipe's rollout.backend; empty: the recipe's own)")
     nproc: int = Field(1, description="processes (ranks); more than one runs under torchrun with gloo on CPU")
     threads_per_process: int = Field(2, description="OMP_NUM_THREADS for each rank (without it CPU training runs "
                                                     "10-50x slower)")

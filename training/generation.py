@@ -385,6 +385,11 @@ class TorchEngine:
         """What :meth:`format_prompt` does, as a sweep cache key (see :mod:`training.prompts`)."""
         return prompt_format_of_tokenizer(self.tokenizer)
 
+    @property
+    def identity(self) -> str:
+        """The engine and the dtype it runs the model in, e.g. ``torch/bfloat16`` (provenance)."""
+        return f"torch/{str(next(self.model.parameters()).dtype).removeprefix('torch.')}"
+
     def format_prompt(self, user_text: str) -> str:
         return chat_prompt(self.tokenizer, user_text)
 

@@ -205,6 +205,11 @@ class VllmEngine:
         """What :meth:`format_prompt` does, as a sweep cache key (see :mod:`training.prompts`)."""
         return prompt_format_of_tokenizer(self.tokenizer)
 
+    @property
+    def identity(self) -> str:
+        """The engine, its version and dtype, e.g. ``vllm-0.32.0/bfloat16`` (provenance)."""
+        return f"vllm-{self._vllm.__version__}/{self.options.dtype}"
+
     def format_prompt(self, user_text: str) -> str:
         return chat_prompt(self.tokenizer, user_text)
 
