@@ -237,8 +237,20 @@ class _StopChecker:
         return any(s in tail for s in self.stops)
 
     def cut(self, text: str) -> str:
-        positions = [text.find(s) for s in self.stops if s in text]
-        return text[: min(positions)] if positions else text
+        return cut_at_stop(text, self.stops)
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> str:
+    """``text`` up to the first stop string it holds (all of it when it holds none)."""
+    positions = [text.find(s) for s in stops if s in text]
+    return text[: min(positions)] if positions else text
+
+
+def completion_text(tokenizer, token_ids: Sequence[int], stops: Sequence[str]) -> str:
+    """A completion's text as both engines report it: its ids decoded without special tokens, cut
+    at the first stop string. (A text built up token by token would differ where the ids end inside
+    a multi-byte character.)"""
+    return cut_at_stop(tokenizer.decode(list(token_ids), skip_special_tokens=True), stops)
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:

@@ -148,7 +148,7 @@ class LossTerms:
 class RolloutCorrection:
     """Importance weights for rollouts sampled by another engine, and what they looked like."""
 
-    weights: "object"          # (B, T) or (B, 1), detached; multiplies the policy-gradient term
+    weights: "object"          # (B, T) token modes (0 on padding), (B, 1) sequence modes; detached
     ratio_min: float
     ratio_mean: float
     ratio_max: float
@@ -185,6 +185,8 @@ def rollout_correction(train_logp, rollout_logp, mask, *, mode: str = "token_tru
     ratio = torch.exp(log_ratio.clamp(max=80.0))  # exp overflows float32 past ~88; capped below anyway
     over = ratio > cap
     weights = ratio.clamp(max=cap) if mode.endswith("truncate") else ratio.masked_fill(over, 0.0)
+    if not sequence:
+        weights = weights * mask  # 0 on padding (the loss masks it anyway)
     valid = mask.any(-1, keepdim=True) if sequence else mask.bool()
     ratios, flagged = ratio[valid], over[valid]
     gaps = gap.abs()[mask.bool()]

