@@ -184,3 +184,23 @@ def test_assay_train_backend_vllm(tiny_home, tmp_path, needs_vllm):
     assert any(n.startswith("rollouts: torch (auto: ") and "below the 100M" in n for n in notes)
     # the backend is part of the run: the vllm run and the auto (torch) run are different runs
     assert json.loads(auto.stdout)["run_name"] != payload["run_name"]
+
+
+def test_the_rollout_section_leaves_existing_run_names_alone():
+    """Recipes written before the rollout section keep their fingerprint, so their runs resume
+    (smollm2's is in bench/RESULTS.md: smollm2-b714112b-step000089); choosing an engine or a
+    correction makes another run; memory settings do not."""
+    smollm2 = load_recipe("smollm2")
+    assert smollm2.fingerprint() == "b714112b" and smollm2.rollout.backend == "auto"
+    assert load_recipe("smollm2", rollout={"backend": "vllm"}).fingerprint() != "b714112b"
+    assert load_recipe("smollm2", rollout={"importance_sampling": "none"}).fingerprint() != "b714112b"
+    assert load_recipe("smollm2", rollout={"vllm": {"kv_cache_gib": 4}}).fingerprint() == "b714112b"
+    kept = load_recipe("smollm2", rollout={"backend": "vllm"})
+    assert kept.rollout.importance_sampling_cap == 2.0  # a section override keeps the recipe's other keys
+    assert kept.rollout.correction("vllm") == "token_truncate" and kept.rollout.correction("torch") == "none"
+    from training.config import RecipeError
+
+    with pytest.raises(RecipeError, match="rollout.backend"):
+        load_recipe("tiny", rollout={"backend": "onnx"})
+    with pytest.raises(RecipeError, match="rollout.importance_sampling_cap"):
+        load_recipe("tiny", rollout={"importance_sampling_cap": 0.5})
