@@ -165,9 +165,10 @@ def main() -> None:
 
         torch_engine = engines.get("torch") or make_engine(str(model_dir), "torch", dtype=args.dtype, home=str(home))
         vllm_engine = engines.get("vllm")
-        prompts = []
-        for domain in domains:
-            prompts += [torch_engine.format_prompt(item["prompt"]) for item in domain.eval_items()[:32]]
+        # round-robin over the domains, so each batch mixes short answers with long ones (gsm reasons)
+        per_domain = [[torch_engine.format_prompt(item["prompt"]) for item in domain.eval_items()[:32]]
+                      for domain in domains]
+        prompts = [p for group in zip(*per_domain) for p in group]
         throughput = generation_throughput(torch_engine, vllm_engine, prompts, args.batches, args.gen_tokens,
                                            args.reps)
         if vllm_engine is not None:
