@@ -17,7 +17,7 @@ from evaluation.sweep_config import SweepConfig
 from pipelines.config_bridge import dagster_config
 from pipelines.instance import POOL_SWEEP
 from pipelines.partitions import checkpoint_partitions
-from pipelines.resources import LakeResource, MlflowResource
+from pipelines.resources import LakeResource, MlflowResource, PolicyResource
 from storage.markdown import markdown_table
 
 
@@ -25,9 +25,10 @@ class SweepAssetConfig(dagster_config(SweepConfig, name="SweepConfigFields", exc
     """A sweep's settings (the fields of evaluation.sweep_config.SweepConfig), the domains and the engine."""
 
     domains: list[str] = Field([], description="domains to sweep (empty: every registered domain)")
-    backend: Literal["torch", "vllm"] = Field(
-        "torch", description="generation engine: torch (the CPU default) or vllm (machines with the vllm extra)")
-    dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="torch dtype of the policy")
+    backend: Literal["", "torch", "vllm", "auto"] = Field(
+        "", description="generation engine: torch, vllm or auto (empty: the policy resource's, auto by default)")
+    dtype: Literal["", "bfloat16", "float32"] = Field(
+        "", description="dtype the engine runs the policy in (empty: the policy resource's, bfloat16 by default)")
 
 
 def _summary_table(domains: list[dict]) -> str:
@@ -50,7 +51,7 @@ def _summary_table(domains: list[dict]) -> str:
                 "cached per item; resumable), with per-domain mean, pass@k, clustered SE and 95% CI.",
 )
 def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig, lake: LakeResource,
-                     mlflow: MlflowResource) -> dg.MaterializeResult:
+                     mlflow: MlflowResource, policy: PolicyResource) -> dg.MaterializeResult:
     from evaluation.sweep import sweep_checkpoint
 
     registry = get_registry()
@@ -58,8 +59,9 @@ def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig
     sweep_config = config.to_library()
     the_lake = lake.lake(write=True)
     result, run_id = sweep_checkpoint(the_lake, mlflow.tracking_uri, context.partition_key, domains,
-                                      config=sweep_config, backend=config.backend, dtype=config.dtype,
-                                      artifact_root=mlflow.artifact_root, log=context.log.info)
+                                      config=sweep_config, backend=config.backend or policy.backend,
+                                      dtype=config.dtype or policy.dtype, artifact_root=mlflow.artifact_root,
+                                      log=context.log.info)
     payload = result.to_json()
     metadata = {
         "domains": len(payload["domains"]),
@@ -67,6 +69,7 @@ def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig
         "samples_cached": payload["cached"],
         "seconds": dg.MetadataValue.float(payload["seconds"]),
         "model_loaded": payload["model_loaded"],
+        "engine": payload["engine"] or "none (every sample cached)",
         "summary": dg.MetadataValue.md(_summary_table(payload["domains"])),
         "lake_path": dg.MetadataValue.path(str(the_lake.table_dir("results") / f"checkpoint={result.checkpoint}")),
     }

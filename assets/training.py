@@ -48,7 +48,7 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
     recipe = config.recipe or policy.recipe
     try:
         result = train_in_subprocess(lake.lake().home, recipe, domains=config.domains, steps=config.steps,
-                                     seed=config.seed, nproc=config.nproc,
+                                     seed=config.seed, nproc=config.nproc, backend=config.backend,
                                      threads_per_process=config.threads_per_process, log=context.log.info)
     except TrainingProcessError as exc:
         raise dg.Failure(exc.reason, metadata={

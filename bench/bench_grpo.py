@@ -8,13 +8,21 @@ Assay here so both do the same compute per step.
 
 Measured per trainer: seconds per optimizer step and completion tokens per second (completion
 tokens generated in the step / step wall time), median over the steps after the first (warm-up).
-Assay runs twice: all-fp32 (like TRL here), and its default CPU recipe settings (bf16 rollout
-copy + bf16 autocast for the update, fp32 master weights).
+Assay runs with each rollout engine (``rollout.backend``): the torch decode loop, all-fp32 (like
+TRL here) and with the recipe's CPU settings (bf16 rollout copy + bf16 autocast for the update,
+fp32 master weights); and a colocated vLLM engine, fp32 and bf16 (+ autocast), its weights loaded
+from the policy after every optimizer step, truncated importance sampling on. Per Assay row, the
+step's profile (medians): generation, policy forward/backward + optimizer (``update_s``), reference
+forward (``ref_s``), weight sync into the rollout engine (``sync_s``), and the rest (scoring,
+advantages, bookkeeping).
 
-    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_grpo --steps 4
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_grpo --steps 4 --json
     OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_grpo learn --steps 40   # accuracy before/after
 
-TRL is a bench-only dependency (pip install trl==1.16.0; it leaves torch alone).
+TRL is a bench-only dependency (``pip install .[bench]``: trl 1.16.0, datasets; it leaves torch
+alone). Without it the Assay rows are still measured and printed, and the output says TRL is
+missing (``ratio_vs_trl`` is then null). ``--trl-vllm`` also tries TRL's own vLLM colocate mode and
+reports why it does not run where it fails.
 """
 
 from __future__ import annotations
@@ -31,37 +39,67 @@ from pathlib import Path
 DOMAIN = "math_arith_easy"
 
 
+def _load() -> str:
+    with open("/proc/loadavg") as handle:
+        return " ".join(handle.read().split()[:3])
+
+
 def _prompts(n: int) -> list[dict]:
     from domains import get_registry
 
     return get_registry().get(DOMAIN).generate("train", n, seed=0)
 
 
-def run_assay(home: Path, steps: int, fast: bool) -> dict:
+PROFILE = ("generation_s", "update_s", "ref_s", "sync_s")
+
+
+def run_assay(home: Path, steps: int, fast: bool, backend: str = "torch") -> dict:
     from pipelines.settings import open_lake
     from training.config import parse_config
     from training.trainer import train
 
+    name = f"{'bf16' if fast else 'fp32'}-{backend}"
     config = parse_config({
-        "recipe": "bench", "run_name": f"bench-{'fast' if fast else 'fp32'}-{int(time.time())}",
+        "recipe": "bench", "run_name": f"bench-{name}-{int(time.time())}",
         "policy": "smollm2", "domains": [DOMAIN], "max_steps": steps, "seed": 0,
         "prompts_per_step": 2, "num_generations": 8, "max_completion_length": 32, "temperature": 1.0,
         "learning_rate": 1e-5, "beta": 0.04, "loss_type": "grpo", "skip_zero_variance_groups": False,
         "train_samples_per_domain": 64, "rollout_dtype": "bfloat16" if fast else "float32",
+        "rollout": {"backend": backend},
         "deepspeed": {"zero_stage": 0, "precision": "fp32", "autocast_bf16": fast},
     })
     result = train(config, open_lake(home, write=True), allow_generate=True, progress=False, log=lambda m: None)
     rows = [h for h in result.history if h["domain"] == "_all"][1:]  # drop the warm-up step
     seconds = [h["step_s"] for h in rows]
     tokens = [h["tokens_per_s"] * h["step_s"] for h in rows]
-    return {"trainer": "assay " + ("bf16-rollout+autocast" if fast else "fp32"),
-            "s_per_step": statistics.median(seconds),
-            "completion_tokens_per_s": statistics.median(t / s for t, s in zip(tokens, seconds)),
-            "mean_completion_tokens": statistics.mean(t / 16 for t in tokens),
-            "generation_s": statistics.median(h["generation_s"] for h in rows), "steps": len(rows)}
+    label = {("torch", False): "assay fp32", ("torch", True): "assay bf16-rollout+autocast",
+             ("vllm", False): "assay vllm-rollout fp32", ("vllm", True): "assay vllm-rollout bf16+autocast"}
+    profile = {key: statistics.median(h[key] for h in rows) for key in PROFILE}
+    profile["other_s"] = statistics.median(h["step_s"] - sum(h[k] for k in PROFILE) for h in rows)
+    entry = {"trainer": label[(backend, fast)], "rollout_backend": backend,
+             "s_per_step": statistics.median(seconds),
+             "completion_tokens_per_s": statistics.median(t / s for t, s in zip(tokens, seconds)),
+             "mean_completion_tokens": statistics.mean(t / 16 for t in tokens),
+             "generation_s": profile["generation_s"], "steps": len(rows), "profile": profile,
+             "wall_s_incl_setup": result.seconds}
+    if backend == "vllm":
+        entry["logp_gap_mean"] = statistics.mean(h["logp_gap_mean"] for h in rows)
+        entry["is_ratio_range"] = [min(h["is_ratio_min"] for h in rows), max(h["is_ratio_max"] for h in rows)]
+        entry["is_corrected_frac"] = statistics.mean(h["is_corrected_frac"] for h in rows)
+    return entry
 
 
-def run_trl(model_dir: Path, steps: int) -> dict:
+def trl_missing() -> str | None:
+    """Why TRL cannot run here (None when it can)."""
+    try:
+        import datasets  # noqa: F401
+        import trl  # noqa: F401
+    except ImportError as exc:
+        return f"TRL is missing ({exc}): pip install '.[bench]' (not into a shared environment) to compare"
+    return None
+
+
+def run_trl(model_dir: Path, steps: int, use_vllm: bool = False) -> dict:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -96,11 +134,13 @@ def run_trl(model_dir: Path, steps: int) -> dict:
                 self.lengths.append(logs["completions/mean_length"])
 
     with tempfile.TemporaryDirectory() as out:
+        vllm = {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3} if use_vllm else {}
         args = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, per_device_train_batch_size=16,
                           num_generations=8, max_completion_length=32, temperature=1.0, beta=0.04,
                           loss_type="grpo", learning_rate=1e-5, max_steps=steps, logging_steps=1,
                           save_strategy="no", report_to=[], seed=0, dataloader_num_workers=0,
-                          gradient_checkpointing=False)  # TRL turns it on by default; Assay's run has it off
+                          gradient_checkpointing=False,  # TRL turns it on by default; Assay's run has it off
+                          **vllm)
         timer = Timer()
         trainer = GRPOTrainer(model=str(model_dir), reward_funcs=[reward], args=args, train_dataset=dataset,
                               callbacks=[timer])
@@ -108,7 +148,8 @@ def run_trl(model_dir: Path, steps: int) -> dict:
     seconds = timer.seconds[1:]
     lengths = timer.lengths[1:len(timer.seconds)]
     rates = [16 * length / s for length, s in zip(lengths, seconds)]
-    return {"trainer": "trl GRPOTrainer fp32", "s_per_step": statistics.median(seconds),
+    return {"trainer": "trl GRPOTrainer fp32" + (" + vLLM colocate" if use_vllm else ""),
+            "s_per_step": statistics.median(seconds),
             "completion_tokens_per_s": statistics.median(rates),
             "mean_completion_tokens": statistics.mean(lengths), "generation_s": None, "steps": len(seconds)}
 
@@ -182,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts-per-step", type=int, default=None, help="learn mode: override the recipe's")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="learn mode: stop training (with a checkpoint) after this much wall time")
-    parser.add_argument("--skip-fp32", action="store_true", help="only the fast Assay configuration")
+    parser.add_argument("--skip-fp32", action="store_true", help="only the fast Assay configurations")
+    parser.add_argument("--backends", nargs="+", default=["torch", "vllm"], choices=("torch", "vllm"),
+                        help="Assay rollout engines to measure")
+    parser.add_argument("--trl-vllm", action="store_true", help="also try TRL's own vLLM colocate mode")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "2")
@@ -203,21 +247,44 @@ def main(argv: list[str] | None = None) -> int:
     from training.policy import ensure_smollm2
 
     model_dir = ensure_smollm2(home)
-    results = []
-    results.append(run_trl(model_dir, args.steps))
-    if not args.skip_fp32:
-        results.append(run_assay(home, args.steps, fast=False))
-    results.append(run_assay(home, args.steps, fast=True))
-    base = results[0]["completion_tokens_per_s"]
+    load_start = _load()
+    results, notes = [], []
+    missing = trl_missing()
+    if missing:
+        notes.append(missing)
+    else:
+        results.append(run_trl(model_dir, args.steps))
+    for backend in args.backends:
+        if not args.skip_fp32:
+            results.append(run_assay(home, args.steps, fast=False, backend=backend))
+        results.append(run_assay(home, args.steps, fast=True, backend=backend))
+    if args.trl_vllm and not missing:
+        try:
+            results.append(run_trl(model_dir, args.steps, use_vllm=True))
+        except Exception as exc:  # noqa: BLE001 - reported, not hidden: TRL's vLLM mode is a comparison point only
+            notes.append(f"TRL's vLLM colocate mode did not run here: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:300]}")
+    base = None if missing else results[0]["completion_tokens_per_s"]
     for r in results:
-        r["ratio_vs_trl"] = r["completion_tokens_per_s"] / base
+        r["ratio_vs_trl"] = r["completion_tokens_per_s"] / base if base else None
+    load = {"omp_num_threads": os.environ["OMP_NUM_THREADS"], "load_start": load_start, "load_end": _load()}
     if args.json:
         print(json.dumps(results, indent=2))
+        print(json.dumps({"notes": notes, **load}), file=sys.stderr)
     else:
-        print(f"{'trainer':32s} {'s/step':>8s} {'tok/s':>8s} {'tokens':>7s} {'vs TRL':>7s}")
+        for note in notes:
+            print(note)
+        print(f"load average {load['load_start']} at start, {load['load_end']} at end, "
+              f"OMP_NUM_THREADS={load['omp_num_threads']}")
+        print(f"{'trainer':34s} {'s/step':>8s} {'tok/s':>8s} {'tokens':>7s} {'vs TRL':>7s}   "
+              "profile s: generation / update / reference / sync / other")
         for r in results:
-            print(f"{r['trainer']:32s} {r['s_per_step']:8.2f} {r['completion_tokens_per_s']:8.1f} "
-                  f"{r['mean_completion_tokens']:7.1f} {r['ratio_vs_trl']:6.2f}x")
+            ratio = f"{r['ratio_vs_trl']:6.2f}x" if r["ratio_vs_trl"] is not None else "    n/a"
+            p = r.get("profile")
+            shown = (f"{p['generation_s']:.2f} / {p['update_s']:.2f} / {p['ref_s']:.2f} / {p['sync_s']:.3f} / "
+                     f"{p['other_s']:.2f}") if p else ""
+            print(f"{r['trainer']:34s} {r['s_per_step']:8.2f} {r['completion_tokens_per_s']:8.1f} "
+                  f"{r['mean_completion_tokens']:7.1f} {ratio}   {shown}")
     return 0
 
 

@@ -36,6 +36,20 @@ draws, so its means, pass@k and standard errors are unchanged in distribution. A
 ``cluster_id`` comes from its metadata (``cluster_id``, else ``template``); none means the items
 are treated as independent.
 
+Engines (``backend``: torch, vllm or auto, :func:`training.generation.resolve_backend`): the
+engine is *not* part of the generation config. Both engines format and tokenize prompts through
+:mod:`training.prompts` (same token ids), apply the same sampling parameters, and sample the same
+policy, so their results are draws from the same distribution: a sample cached by one engine
+serves a sweep run with the other, and a regression test may compare a champion swept with torch
+with a candidate swept with vLLM (valid paired statistics). What crossing engines loses is the
+common-random-numbers pairing: each engine turns a seed into a sample its own way, so identical
+weights give identical completions only within one engine, and a cross-engine comparison has
+the (larger) variance of independent draws. Putting the engine into ``gen_config`` would have made
+such comparisons ``not_comparable`` and thrown away every cached sample on a backend switch, for a
+difference that is numerical, not distributional (the same holds for the dtype, also left out).
+The engine that generated each row is recorded in the ``engine`` column of ``results`` (e.g.
+``vllm-0.32.0/bfloat16``) and on the sweep's MLflow run, for provenance.
+
 MLflow: :func:`log_sweep_to_mlflow` logs ``score/<domain>`` and ``stderr/<domain>`` (and n, K,
 pass@k) on a run tagged with the checkpoint, linked to the checkpoint's LoggedModel when it exists,
 plus each domain's item table as an artifact (through :mod:`storage.tracking`).
@@ -84,6 +98,7 @@ class SweepResult:
     domains: list[DomainSweep]
     seconds: float
     model_loaded: bool
+    engine: str | None = None  # what generated this run's samples (None: every sample was cached)
 
     @property
     def generated(self) -> int:
@@ -98,7 +113,7 @@ class SweepResult:
 
     def to_json(self) -> dict:
         return {"checkpoint": self.checkpoint, "seconds": round(self.seconds, 3), "generated": self.generated,
-                "cached": self.cached, "model_loaded": self.model_loaded,
+                "cached": self.cached, "model_loaded": self.model_loaded, "engine": self.engine,
                 "domains": [{**_json_safe(d.summary), "generated": d.generated, "cached": d.cached,
                              "seconds": round(d.seconds, 3)} for d in self.domains]}
 
@@ -248,7 +263,8 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
                     engine = engine_factory()
                     _check_prompt_format(engine, prompt_format)
                 rows = _generate_and_score(engine, domain, chunk, params, checkpoint, gen_config, config.seed)
-                rows = rows.with_columns(pl.lit(gen_params, dtype=pl.Utf8).alias("gen_params"))
+                rows = rows.with_columns(pl.lit(gen_params, dtype=pl.Utf8).alias("gen_params"),
+                                         pl.lit(engine_identity(engine), dtype=pl.Utf8).alias("engine"))
                 lake.write_batch("results", {"checkpoint": checkpoint, "domain": domain.name,
                                              "batch": f"{gen_config}-{uuid.uuid4().hex[:12]}"},
                                  {"part": rows})
@@ -270,7 +286,13 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
                                        time.perf_counter() - domain_start, rows))
     finally:
         bar.close()
-    return SweepResult(checkpoint, results, time.perf_counter() - started, engine is not None)
+    return SweepResult(checkpoint, results, time.perf_counter() - started, engine is not None,
+                       engine_identity(engine) if engine is not None else None)
+
+
+def engine_identity(engine) -> str:
+    """What generated a sample, for provenance (not part of the cache key: see the module docstring)."""
+    return getattr(engine, "identity", None) or getattr(engine, "name", type(engine).__name__)
 
 
 def sample_seed(seed: int, domain: str, item_id: str, sample_idx: int, gen_config: str) -> int:
@@ -352,7 +374,8 @@ def log_sweep_to_mlflow(result: SweepResult, tracking_uri: str, *, artifact_root
     model_id = find_logged_model_id(tracking_uri, result.checkpoint, tracker.experiment_id())
     with tracker.run(run_name or f"sweep-{result.checkpoint}",
                      tags={"assay.kind": "sweep", "assay.checkpoint": result.checkpoint,
-                           **({"assay.model_id": model_id} if model_id else {})}):
+                           **({"assay.model_id": model_id} if model_id else {}),
+                           **({"assay.engine": result.engine} if result.engine else {})}):
         metrics = {}
         for d in result.domains:
             s = d.summary
@@ -373,22 +396,25 @@ def log_sweep_to_mlflow(result: SweepResult, tracking_uri: str, *, artifact_root
 # -- the one call the CLI, Dagster and the demo make ---------------------------------------------
 
 def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence, *,
-                     config: SweepConfig = SweepConfig(), backend: str = "torch", dtype: str = "bfloat16",
+                     config: SweepConfig = SweepConfig(), backend: str = "auto", dtype: str = "bfloat16",
                      artifact_root: str | None = None, log_mlflow: bool = True,
                      log: Callable[[str], None] | None = None, **engine_options) -> tuple[SweepResult, str | None]:
     """Resolve ``ref`` (checkpoint id | champion | latest | base-<recipe>), sweep it on ``domains``
-    with one model load, and log the sweep to MLflow. Returns (result, MLflow run id or None)."""
+    with one model load, and log the sweep to MLflow. Returns (result, MLflow run id or None).
+    ``backend``: torch, vllm or auto (:func:`training.generation.resolve_backend`), decided only
+    if some sample has to be generated; ``dtype`` applies to either engine."""
     from training.checkpoints import resolve_checkpoint
 
     # (registering the base pseudo-checkpoint handles MLflow's global-URI quirk itself, scoped)
     record = resolve_checkpoint(ref, lake, tracking_uri)
 
     def factory():
-        from training.generation import make_engine
+        from training.generation import make_engine, resolve_backend
 
-        if backend == "torch":
-            return make_engine(record.path, backend, dtype=dtype, home=str(lake.home), **engine_options)
-        return make_engine(record.path, backend, **engine_options)
+        chosen, why = resolve_backend(backend, record.path)
+        if log:
+            log(f"generation engine: {why}")
+        return make_engine(record.path, chosen, dtype=dtype, home=str(lake.home), **engine_options)
 
     from training.prompts import prompt_format_of_folder
 

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from storage import tracking
 from storage.lake import Lake, resolve_home
+from training.generation import Backend
 
 
 class LakeResource(dg.ConfigurableResource):
@@ -56,18 +57,20 @@ class MlflowResource(dg.ConfigurableResource):
 
 
 class PolicyResource(dg.ConfigurableResource):
-    """The policy to train and generate with: a recipe name and the generation backend."""
+    """The policy to train and generate with: a recipe name, and the generation engine sweeps use
+    (the nightly schedule's among them) unless a run's config names one. Training takes its
+    rollout engine from the recipe (``rollout.backend``), which is part of the run's identity."""
 
     recipe: str = Field("tiny", description="training recipe when a run names none: tiny, smollm2 or a YAML path")
-    backend: Literal["torch", "vllm"] = Field(
-        "torch", description="generation engine: torch (the CPU default) or vllm (machines with the vllm extra)")
-    dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="torch dtype of the policy")
+    backend: Backend = Field(
+        "auto", description="generation engine of sweeps: torch, vllm, or auto (vLLM where it is installed, serves "
+                            "the model and was measured faster; training.generation.resolve_backend)")
+    dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="dtype the engine runs the policy in")
 
     def engine(self, policy_ref: str, home: str | None = None):
         from training.generation import make_engine
 
-        options = {"dtype": self.dtype, "home": home} if self.backend == "torch" else {"dtype": self.dtype}
-        return make_engine(policy_ref, backend=self.backend, **options)
+        return make_engine(policy_ref, backend=self.backend, dtype=self.dtype, home=home)
 
 
 def default_resources(home: str | None = None) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 """Schedules: the nightly sweep of the champion and the latest checkpoint at 02:00 UTC.
 
 The sweep is cached per item, so a nightly run of an unchanged checkpoint only generates what is
-new: domains added since (plugins), eval items added, or a changed generation config.
+new: domains added since (plugins), eval items added, or a changed generation config. Its runs
+generate with the policy resource's engine (``PolicyResource.backend``: auto, i.e. vLLM where it
+is installed and serves the model; the sweep asset's ``backend`` left empty means that one), named
+in each run's ``assay.backend`` tag.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import dagster as dg
 
 from pipelines.jobs import checkpoint_sweep_job
 from pipelines.partitions import checkpoint_partitions
-from pipelines.resources import LakeResource, MlflowResource
+from pipelines.resources import LakeResource, MlflowResource, PolicyResource
 
 
 def nightly_targets(lake: LakeResource, mlflow: MlflowResource) -> list[str]:
@@ -32,7 +35,8 @@ def nightly_targets(lake: LakeResource, mlflow: MlflowResource) -> list[str]:
 
 @dg.schedule(cron_schedule="0 2 * * *", execution_timezone="UTC", job=checkpoint_sweep_job,
              description="Nightly 02:00 UTC sweep of the champion and the latest checkpoint.")
-def nightly_sweep_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource, mlflow: MlflowResource):
+def nightly_sweep_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource, mlflow: MlflowResource,
+                           policy: PolicyResource):
     targets = nightly_targets(lake, mlflow)
     if not targets:
         return dg.SkipReason("no champion and no trained checkpoint yet")
@@ -42,7 +46,8 @@ def nightly_sweep_schedule(context: dg.ScheduleEvaluationContext, lake: LakeReso
     if missing:
         context.instance.add_dynamic_partitions(checkpoint_partitions.name, missing)
     when = context.scheduled_execution_time or dt.datetime.now(dt.timezone.utc)
-    return [dg.RunRequest(partition_key=t, run_key=f"nightly-{when:%Y%m%d}-{t}", tags={"assay.trigger": "nightly"})
+    return [dg.RunRequest(partition_key=t, run_key=f"nightly-{when:%Y%m%d}-{t}",
+                          tags={"assay.trigger": "nightly", "assay.backend": policy.backend})
             for t in targets]
 
 

@@ -66,21 +66,27 @@ CHECKPOINTS = {
 }
 
 # training_history/run=<mlflow_run_id>/part.parquet  -- one row per (step, domain); domain "_all"
-# holds the batch-level numbers
+# holds the batch-level numbers. generation_s / sync_s / step_s: seconds of the step's rollouts,
+# of loading the policy's weights into the rollout engine, and of the whole step ("_all" rows;
+# null on domain rows and in runs written before the columns existed)
 TRAINING_HISTORY = {
     "run_id": pl.Utf8, "step": pl.Int64, "domain": pl.Utf8, "reward_mean": pl.Float64,
     "reward_std": pl.Float64, "accuracy": pl.Float64, "kl": pl.Float64, "loss": pl.Float64,
     "clip_frac": pl.Float64, "entropy": pl.Float64, "zero_var_frac": pl.Float64,
-    "tokens_per_s": pl.Float64, "created_at": pl.Utf8,
+    "tokens_per_s": pl.Float64, "created_at": pl.Utf8, "generation_s": pl.Float64, "sync_s": pl.Float64,
+    "step_s": pl.Float64,
 }
 
 # results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet  -- one row per scored sample
 # gen_config: hash of the generation config; gen_params: the same config as readable JSON
-# (sampling parameters and prompt format; null in data written before it was recorded)
+# (sampling parameters and prompt format; null in data written before it was recorded);
+# engine: what generated the sample, e.g. "vllm-0.32.0/bfloat16" (provenance only, not part of
+# gen_config: evaluation.sweep says why; null in data written before it was recorded)
 RESULTS = {
     "checkpoint": pl.Utf8, "domain": pl.Utf8, "item_id": pl.Utf8, "sample_idx": pl.Int64,
     "score": pl.Float64, "completion": pl.Utf8, "latency_s": pl.Float64, "tokens": pl.Int64,
     "cluster_id": pl.Utf8, "gen_config": pl.Utf8, "created_at": pl.Utf8, "gen_params": pl.Utf8,
+    "engine": pl.Utf8,
 }
 
 # sweep_summary/checkpoint=<c>/domain=<d>/part.parquet  -- one row per (checkpoint, domain): the

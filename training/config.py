@@ -24,7 +24,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from training.losses import LossType, ScaleRewards
+from training.generation import Backend
+from training.losses import ImportanceSamplingMode, LossType, ScaleRewards
+from training.vllm_engine import VllmSettings
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 REWARD_COMPONENTS = ("score", "format", "length")
@@ -117,6 +119,40 @@ class DeepSpeedSection(_Strict):
     gradient_accumulation_steps: int = Field(1, ge=1, description="micro-batches per optimizer step")
 
 
+class RolloutVllmSettings(VllmSettings):
+    """:class:`training.vllm_engine.VllmSettings` for an engine colocated with the trainer."""
+
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1, description="CUDA: fraction of GPU memory vLLM may take for weights and KV cache (the "
+                                     "trainer needs the rest); ignored on CPU")
+
+
+class RolloutConfig(_Strict):
+    """Where rollouts are sampled and how the trainer corrects for the sampler not being itself."""
+
+    backend: Backend = Field(
+        "auto", description="torch: the trainer's decode loop on the policy (or its rollout_dtype copy); vllm: an "
+                            "in-process vLLM engine the policy's weights are pushed into after every optimizer step; "
+                            "auto: vllm where installed, serving the model and measured faster (training.generation."
+                            "resolve_backend), else torch")
+    importance_sampling: ImportanceSamplingMode | None = Field(
+        None, description="rollout/training mismatch correction (training.losses.rollout_correction): token_truncate "
+                          "(Yao et al. 2025 TIS: per-token min(pi_train / pi_rollout, cap)), sequence_truncate, "
+                          "token_mask, sequence_mask (TRL's modes) or none; unset: token_truncate with vllm, none "
+                          "with torch")
+    importance_sampling_cap: float = Field(
+        2.0, ge=1.0, description="C: the largest importance weight (truncate modes) or the ratio above which a "
+                                 "token/sequence is dropped (mask modes)")
+    vllm: RolloutVllmSettings = Field(default_factory=RolloutVllmSettings,
+                                      description="the vLLM engine's memory and compilation settings")
+
+    def correction(self, engine: str) -> str:
+        """The importance-sampling mode in force with rollouts from ``engine`` (torch | vllm)."""
+        if self.importance_sampling is not None:
+            return self.importance_sampling
+        return "token_truncate" if engine == "vllm" else "none"
+
+
 class GRPOConfig(_Strict):
     recipe: str = Field("custom", description="recipe name (set from the file name)")
     run_name: str | None = Field(None, description="run name; unset = recipe + hash of the config (reruns resume)")
@@ -156,6 +192,8 @@ class GRPOConfig(_Strict):
     train_samples_per_domain: int = Field(256, ge=1, description="train rows generated when a domain has no train_set")
     rollout_dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="dtype of the rollout copy of the policy (bf16 decodes ~1.6x faster on CPU)")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig,
+                                   description="rollout engine (torch | vllm | auto) and importance-sampling correction")
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection,
                                         description="DeepSpeed engine settings (ZeRO stage, precision, accumulation)")
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
@@ -206,8 +244,15 @@ class GRPOConfig(_Strict):
     def fingerprint(self) -> str:
         """Hash of everything that changes the training trajectory. Not the run name, and not
         ``max_steps``: the schedule does not depend on it, so asking the same run for more steps
-        continues it from where it stopped."""
+        continues it from where it stopped. Not ``rollout.vllm`` (memory and compilation: speed,
+        not what is sampled), and the ``rollout`` section only where it differs from the default,
+        so the runs of recipes written before it existed keep their names and resume."""
         data = self.model_dump(exclude={"run_name", "max_steps"})
+        rollout = data.pop("rollout")
+        rollout.pop("vllm")
+        default = RolloutConfig().model_dump(exclude={"vllm"})
+        if rollout != default:
+            data["rollout"] = rollout
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
 
     def resolved_run_name(self) -> str:
@@ -240,6 +285,8 @@ class TrainRequest(BaseModel):
                                                                  "needs a gated train_set")
     steps: int | None = Field(None, description="optimizer steps (unset: the recipe's max_steps)")
     seed: int | None = Field(None, description="seed for data order, sampling and init (unset: the recipe's)")
+    backend: Literal["", "torch", "vllm", "auto"] = Field(
+        "", description="rollout engine (the recipe's rollout.backend; empty: the recipe's own)")
     nproc: int = Field(1, description="processes (ranks); more than one runs under torchrun with gloo on CPU")
     threads_per_process: int = Field(2, description="OMP_NUM_THREADS for each rank (without it CPU training runs "
                                                     "10-50x slower)")
@@ -299,5 +346,9 @@ def load_recipe(name_or_path: str, **overrides) -> GRPOConfig:
     if not isinstance(data, dict):
         raise RecipeError(f"recipe {path} must be a mapping of settings, got {type(data).__name__}")
     data.setdefault("recipe", path.stem)
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        # a section override (e.g. rollout={"backend": "vllm"}) keeps the recipe's other keys
+        data[key] = {**data[key], **value} if isinstance(value, dict) and isinstance(data.get(key), dict) else value
     return parse_config(data, str(path))

@@ -1,7 +1,19 @@
 """Generation engines: one interface for GRPO rollouts and benchmark sweeps.
 
-``make_engine(policy_ref, backend="torch"|"vllm", **options)`` returns a :class:`GenerationEngine`
-whose ``generate(prompts, params, seeds=None)`` gives ``params.n`` :class:`Generation` per prompt.
+``make_engine(policy_ref, backend="torch"|"vllm"|"auto", **options)`` returns a
+:class:`GenerationEngine` whose ``generate(prompts, params, seeds=None, with_logprobs=False)`` gives
+``params.n`` :class:`Generation` per prompt (with each token's log-prob when asked).
+
+Backends: ``torch`` (below), ``vllm`` (:mod:`training.vllm_engine`, CPU and CUDA) and ``auto``
+(:func:`resolve_backend`): vLLM where it is installed, serves the model, and was measured faster,
+else torch. "Measured faster" means: on this project's CPU machine, SmolLM2-135M, greedy, 32 new
+tokens, same dtype, one process, quiet machine (bench/RESULTS.md, "Sweep throughput"), vLLM
+generated 1.60x / 1.82x (bf16) and 2.53x / 2.58x (fp32) the tokens/s of transformers ``generate`` at
+batch 8 / 32, where the torch engine gives 0.87x / 0.96x; on the 0.5M-parameter tiny test policy
+vLLM is the slower one (its per-call scheduling outweighs the decoding), hence the size threshold
+:data:`AUTO_VLLM_MIN_PARAMETERS`. On CUDA, vLLM (paged attention, CUDA graphs) is the reference
+serving engine; the same rule applies. The torch engine stays the choice where vLLM cannot run:
+not installed, or a model vLLM's CPU kernels refuse (head sizes other than 32, 64, 80, ...).
 
 Seeds: every sampled completion draws from its own random stream. ``seeds[i][j]`` seeds sample j of
 prompt i; without ``seeds``, ``params.seed`` derives them (:func:`derive_seed` of the seed, the
@@ -29,7 +41,7 @@ The torch backend (CPU default) is a hand-written decode loop rather than ``mode
 :func:`decode_batch` is the token-level core, shared with the GRPO trainer (which needs the token
 ids, not only the text). Prompts are formatted and tokenized by :mod:`training.prompts`, as the
 trainer's are. The vLLM backend lives in :mod:`training.vllm_engine` and is imported only
-when chosen (it needs a GPU and the optional ``vllm`` extra).
+when chosen.
 """
 
 from __future__ import annotations
@@ -39,11 +51,14 @@ import json
 import struct
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Literal, Protocol, Sequence, get_args, runtime_checkable
 
 from training.prompts import chat_prompt, encode_prompt, prompt_format_of_tokenizer
 
-BACKENDS = ("torch", "vllm")
+Backend = Literal["torch", "vllm", "auto"]
+"""A generation backend as configs name it (``auto``: :func:`resolve_backend`)."""
+BACKENDS: tuple[str, ...] = get_args(Backend)
+TORCH_OPTIONS = ("dtype", "max_batch_size", "threads", "home")
 
 
 @dataclass(frozen=True)
@@ -88,7 +103,10 @@ class Generation:
     prompt_tokens: int
     finish_reason: str        # "stop" | "length"
     latency_s: float          # wall time of the batch share for this completion
-    token_ids: list[int] = field(default_factory=list, repr=False)  # completion ids (torch backend)
+    token_ids: list[int] = field(default_factory=list, repr=False)  # completion ids
+    # log p(token) of each completion token under the distribution it was sampled from (asked for
+    # with ``with_logprobs``); None otherwise
+    token_logprobs: list[float] | None = field(default=None, repr=False)
 
 
 Seeds = Sequence[Sequence[int]]
@@ -133,8 +151,8 @@ def resolve_seeds(seeds: Seeds | None, params: SamplingParams, n_prompts: int) -
 class GenerationEngine(Protocol):
     name: str
 
-    def generate(self, prompts: list[str], params: SamplingParams,
-                 seeds: Seeds | None = None) -> list[list[Generation]]: ...
+    def generate(self, prompts: list[str], params: SamplingParams, seeds: Seeds | None = None, *,
+                 with_logprobs: bool = False) -> list[list[Generation]]: ...
 
     def format_prompt(self, user_text: str) -> str: ...  # training.prompts.chat_prompt
 
@@ -219,8 +237,20 @@ class _StopChecker:
         return any(s in tail for s in self.stops)
 
     def cut(self, text: str) -> str:
-        positions = [text.find(s) for s in self.stops if s in text]
-        return text[: min(positions)] if positions else text
+        return cut_at_stop(text, self.stops)
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> str:
+    """``text`` up to the first stop string it holds (all of it when it holds none)."""
+    positions = [text.find(s) for s in stops if s in text]
+    return text[: min(positions)] if positions else text
+
+
+def completion_text(tokenizer, token_ids: Sequence[int], stops: Sequence[str]) -> str:
+    """A completion's text as both engines report it: its ids decoded without special tokens, cut
+    at the first stop string. (A text built up token by token would differ where the ids end inside
+    a multi-byte character.)"""
+    return cut_at_stop(tokenizer.decode(list(token_ids), skip_special_tokens=True), stops)
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:
@@ -367,6 +397,11 @@ class TorchEngine:
         """What :meth:`format_prompt` does, as a sweep cache key (see :mod:`training.prompts`)."""
         return prompt_format_of_tokenizer(self.tokenizer)
 
+    @property
+    def identity(self) -> str:
+        """The engine and the dtype it runs the model in, e.g. ``torch/bfloat16`` (provenance)."""
+        return f"torch/{str(next(self.model.parameters()).dtype).removeprefix('torch.')}"
+
     def format_prompt(self, user_text: str) -> str:
         return chat_prompt(self.tokenizer, user_text)
 
@@ -374,9 +409,11 @@ class TorchEngine:
         """Token ids of prompts already formatted by :meth:`format_prompt`."""
         return [encode_prompt(self.tokenizer, p) for p in prompts]
 
-    def generate(self, prompts: list[str], params: SamplingParams,
-                 seeds: Seeds | None = None) -> list[list[Generation]]:
-        """``params.n`` completions per prompt; ``seeds[i][j]`` seeds sample j of prompt i."""
+    def generate(self, prompts: list[str], params: SamplingParams, seeds: Seeds | None = None, *,
+                 with_logprobs: bool = False) -> list[list[Generation]]:
+        """``params.n`` completions per prompt; ``seeds[i][j]`` seeds sample j of prompt i. With
+        ``with_logprobs``, each token's log-prob at the sampling temperature (before top-k / top-p:
+        see :func:`decode_batch`)."""
         import torch
 
         if not prompts:
@@ -387,11 +424,65 @@ class TorchEngine:
         self.model.eval()
         with torch.inference_mode():
             rows = decode_batch(self.model, self.tokenizer, prompt_ids, params,
-                                max_batch_size=self.max_batch_size, seeds=seeds)
+                                max_batch_size=self.max_batch_size, seeds=seeds, with_logprobs=with_logprobs)
         return [[Generation(text=r.text, completion_tokens=len(r.completion_ids),
                             prompt_tokens=len(prompt_ids[i]), finish_reason=r.finish_reason,
-                            latency_s=r.latency_s, token_ids=r.completion_ids) for r in per_prompt]
+                            latency_s=r.latency_s, token_ids=r.completion_ids, token_logprobs=r.logprobs)
+                 for r in per_prompt]
                 for i, per_prompt in enumerate(rows)]
+
+    def close(self) -> None:
+        """Nothing to free beyond the model itself (symmetry with the vLLM engine)."""
+
+
+# ``auto`` picks vLLM from this size up. Measured (bench/RESULTS.md): vLLM is faster from
+# SmolLM2-135M (134.5M parameters) on; on the 0.5M-parameter tiny test policy its per-call
+# scheduling costs more than the decoding (64 samples x 16 tokens: 0.10 s vs 0.035 s for the torch
+# engine, plus ~10 s to import vLLM and start the engine). Sizes in between are unmeasured: the
+# switch sits just below the smallest model measured faster.
+AUTO_VLLM_MIN_PARAMETERS = 100_000_000
+
+
+def stored_parameters(model_dir) -> int | None:
+    """Number of weights stored in a model folder's safetensors files, read from their headers
+    (nothing is loaded); None when there are none."""
+    from pathlib import Path
+
+    total, found = 0, False
+    for file in sorted(Path(model_dir).glob("*.safetensors")):
+        with open(file, "rb") as handle:
+            size = struct.unpack("<Q", handle.read(8))[0]
+            header = json.loads(handle.read(size))
+        for name, info in header.items():
+            if name != "__metadata__":
+                count = 1
+                for dim in info["shape"]:
+                    count *= dim
+                total += count
+                found = True
+    return total if found else None
+
+
+def resolve_backend(backend: str, model_dir) -> tuple[str, str]:
+    """``(engine, why)``: the engine a backend choice means for a model folder. ``torch`` and
+    ``vllm`` mean themselves; ``auto`` means vLLM when it is installed, serves the model on this
+    device (:func:`training.vllm_engine.unsupported_reason`, read without importing vLLM) and the
+    model is at least :data:`AUTO_VLLM_MIN_PARAMETERS` large (where vLLM was measured faster; see
+    the module docstring), else torch."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown generation backend {backend!r} (known: {', '.join(BACKENDS)})")
+    if backend != "auto":
+        return backend, f"{backend} (asked for)"
+    from training.vllm_engine import unsupported_reason
+
+    problem = unsupported_reason(model_dir)
+    if problem:
+        return "torch", f"torch (auto: {problem})"
+    size = stored_parameters(model_dir)
+    if size is not None and size < AUTO_VLLM_MIN_PARAMETERS:
+        return "torch", (f"torch (auto: {size / 1e6:.1f}M parameters, below the {AUTO_VLLM_MIN_PARAMETERS / 1e6:.0f}M "
+                         "from which vLLM was measured faster)")
+    return "vllm", "vllm (auto: installed, serves this model, measured faster at its size)"
 
 
 def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: Any) -> GenerationEngine:
@@ -399,8 +490,17 @@ def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: 
 
     torch options: ``dtype`` ("float32" | "bfloat16"; default bfloat16, about 1.6x faster here),
     ``max_batch_size`` (default 64), ``threads`` (torch intra-op threads), ``home`` (ASSAY_HOME).
-    vllm options are passed to :class:`training.vllm_engine.VllmEngine`.
+    vllm options: :class:`training.vllm_engine.VllmOptions` (``dtype``, ``home``, memory settings).
+    ``auto`` (:func:`resolve_backend`) passes each engine the options it knows and drops the other
+    engine's (e.g. ``max_batch_size`` when vLLM is chosen: vLLM schedules its own batches).
     """
+    if backend == "auto":
+        from training.policy import policy_path
+        from training.vllm_engine import VllmOptions
+
+        backend, _ = resolve_backend("auto", policy_path(policy_ref, options.get("home")))
+        known = TORCH_OPTIONS if backend == "torch" else tuple(VllmOptions.model_fields)
+        options = {k: v for k, v in options.items() if k in known}
     if backend == "vllm":
         from training.vllm_engine import VllmEngine
 
@@ -411,9 +511,9 @@ def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: 
 
     from training.policy import load_policy
 
-    unknown = set(options) - {"dtype", "max_batch_size", "threads", "home"}
+    unknown = set(options) - set(TORCH_OPTIONS)
     if unknown:
-        raise ValueError(f"unknown torch engine options {sorted(unknown)} (known: dtype, max_batch_size, threads, home)")
+        raise ValueError(f"unknown torch engine options {sorted(unknown)} (known: {', '.join(TORCH_OPTIONS)})")
     if options.get("threads"):
         torch.set_num_threads(int(options["threads"]))
     model, tokenizer = load_policy(policy_ref, dtype=options.get("dtype", "bfloat16"), home=options.get("home"))

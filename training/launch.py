@@ -34,8 +34,10 @@ class TrainingProcessError(RuntimeError):
 
 
 def training_command(recipe: str, output: str, *, domains: Sequence[str] = (), steps: int | None = None,
-                     seed: int | None = None, nproc: int = 1, require_train_set: bool = True) -> list[str]:
-    """The command line that trains ``recipe`` and writes its result JSON to ``output``."""
+                     seed: int | None = None, nproc: int = 1, require_train_set: bool = True,
+                     backend: str = "") -> list[str]:
+    """The command line that trains ``recipe`` and writes its result JSON to ``output``
+    (``backend``: the rollout engine, empty for the recipe's)."""
     args = ["--recipe", recipe, "--output", output]
     if require_train_set:
         args.insert(2, "--require-train-set")
@@ -45,6 +47,8 @@ def training_command(recipe: str, output: str, *, domains: Sequence[str] = (), s
         args += ["--steps", str(steps)]
     if seed is not None:
         args += ["--seed", str(seed)]
+    if backend:
+        args += ["--set", f"rollout.backend={backend}"]
     if nproc > 1:
         torchrun = str(Path(sys.executable).with_name("torchrun"))
         return [torchrun, "--standalone", "--nproc_per_node", str(nproc), "-m", "training.run_grpo", *args]
@@ -52,13 +56,14 @@ def training_command(recipe: str, output: str, *, domains: Sequence[str] = (), s
 
 
 def train_in_subprocess(home: str | os.PathLike, recipe: str, *, domains: Sequence[str] = (),
-                        steps: int | None = None, seed: int | None = None, nproc: int = 1,
+                        steps: int | None = None, seed: int | None = None, nproc: int = 1, backend: str = "",
                         threads_per_process: int = 2, log: Callable[[str], None] = lambda line: None) -> dict:
     """Train in a child process on ASSAY_HOME ``home`` (gated train sets required) and return
     its result (``training.trainer.TrainResult`` as JSON). Raises :class:`TrainingProcessError`."""
     with tempfile.TemporaryDirectory() as tmp:
         output = str(Path(tmp) / "result.json")
-        command = training_command(recipe, output, domains=domains, steps=steps, seed=seed, nproc=nproc)
+        command = training_command(recipe, output, domains=domains, steps=steps, seed=seed, nproc=nproc,
+                                   backend=backend)
         env = {**{k: v for k, v in os.environ.items() if k not in INHERITED_DIST_ENV}, "ASSAY_HOME": str(home),
                # without a thread limit CPU training runs 10-50x slower (threads fight over cores)
                "OMP_NUM_THREADS": str(threads_per_process), "TOKENIZERS_PARALLELISM": "false"}

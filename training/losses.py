@@ -46,6 +46,36 @@ ranks add up to the full-batch loss exactly; TRL divides ``grpo``/``dr_grpo`` pe
 which is the same when micro-batches are the same size.
 
 ``zero_var_frac`` (logged per step and domain) says how much of the batch either choice concerns.
+
+Rollout/training mismatch (:func:`rollout_correction`): rollouts sampled by another engine (vLLM,
+in bfloat16, with its own kernels) come from a slightly different distribution pi_rollout than the
+policy pi_train whose gradient is taken, so the samples are off-policy even at ``num_iterations``
+1 (Yao, Liu, Zhang, Dong, Shang, Gao 2025, "Your Efficient RL Framework Secretly Brings You
+Off-Policy RL Training", https://fengyao.notion.site/off-policy-rl). Their truncated importance
+sampling (TIS) weights each token's policy-gradient term by
+
+    w_it = min(pi_train(y_it) / pi_rollout(y_it), C)      (detached; C = ``importance_sampling_cap``, 2)
+
+    loss_it = -w_it * surrogate_it + beta * kl_it
+
+where pi_train is the policy before this step's update (``old_logp``; at ``num_iterations`` 1 the
+update's own forward, detached: no extra pass) and pi_rollout the log-prob the engine returned with
+the sample. Both must be taken at the sampling temperature (``log_softmax(logits / T)``; vLLM's
+``processed_logprobs``), or every ratio is off by the temperature's effect instead of the engines'
+difference. The KL term is not weighted. Modes: ``token_truncate`` (the above, the default with
+vLLM), ``sequence_truncate`` (one weight per sequence, exp of the summed log-ratios, capped),
+``token_mask`` / ``sequence_mask`` (weight = ratio where it is <= C, else 0: the token or sequence
+is dropped).
+
+TRL 1.16 (``vllm_importance_sampling_correction=True`` when ``use_vllm``) computes the same ratio
+from an extra no-grad forward at ``logits / temperature`` and multiplies ``per_token_loss`` by it
+before adding the KL term, as here; its default mode is ``sequence_mask`` with cap 3.0
+(``vllm_importance_sampling_clip_max``). Assay defaults to Yao et al.'s per-token truncation: a
+sequence's ratio is a product over its tokens, whose spread grows with length (measured on
+SmolLM2, bf16 engine vs fp32 trainer, 32-token completions: token ratios 0.45-1.51, sequence
+ratios 0.31-1.35), so masking whole sequences discards more data as completions grow. With top-k /
+top-p, vLLM's log-probs are renormalised over the kept tokens while the trainer's are not: the
+weight then also corrects the truncation (as in TRL).
 """
 
 from __future__ import annotations
@@ -56,8 +86,10 @@ from typing import Literal, get_args
 # The one list of each: the recipe schema (training.config) types its fields with these.
 LossType = Literal["grpo", "dr_grpo", "dapo"]
 ScaleRewards = Literal["group", "batch", "none"]
+ImportanceSamplingMode = Literal["token_truncate", "sequence_truncate", "token_mask", "sequence_mask", "none"]
 LOSS_TYPES: tuple[str, ...] = get_args(LossType)
 SCALE_REWARDS: tuple[str, ...] = get_args(ScaleRewards)
+IMPORTANCE_SAMPLING_MODES: tuple[str, ...] = get_args(ImportanceSamplingMode)
 STD_EPS = 1e-4
 
 
@@ -112,8 +144,65 @@ class LossTerms:
     clipped: "object"         # (B, T) bool: tokens where the clip was active
 
 
+@dataclass
+class RolloutCorrection:
+    """Importance weights for rollouts sampled by another engine, and what they looked like."""
+
+    weights: "object"          # (B, T) token modes (0 on padding), (B, 1) sequence modes; detached
+    ratio_min: float
+    ratio_mean: float
+    ratio_max: float
+    corrected_frac: float      # share of tokens (token modes) or sequences (sequence modes) capped or dropped
+    logp_gap_mean: float       # mean |log pi_train - log pi_rollout| over completion tokens
+    logp_gap_max: float
+    count: int                 # tokens (token modes) or sequences the ratios were taken over
+    tokens: int                # completion tokens the gap was taken over
+
+    def metrics(self) -> dict[str, float]:
+        return {"is_ratio_min": self.ratio_min, "is_ratio_mean": self.ratio_mean, "is_ratio_max": self.ratio_max,
+                "is_corrected_frac": self.corrected_frac, "logp_gap_mean": self.logp_gap_mean,
+                "logp_gap_max": self.logp_gap_max}
+
+
+def rollout_correction(train_logp, rollout_logp, mask, *, mode: str = "token_truncate",
+                       cap: float = 2.0) -> RolloutCorrection:
+    """Importance weights pi_train / pi_rollout for rollouts from another engine (see the module
+    docstring, "Rollout/training mismatch"). ``train_logp``: the policy's log-probs of the sampled
+    tokens before the update, ``rollout_logp``: the sampler's, both (B, T) at the sampling
+    temperature; ``mask``: (B, T), 1 on completion tokens. A NaN log-prob (none returned) counts
+    as no mismatch (ratio 1), as in TRL."""
+    import torch
+
+    if mode not in IMPORTANCE_SAMPLING_MODES or mode == "none":
+        raise ValueError(f"importance sampling mode {mode!r} is not one of "
+                         f"{', '.join(m for m in IMPORTANCE_SAMPLING_MODES if m != 'none')}")
+    if not cap >= 1.0:
+        raise ValueError(f"the importance sampling cap must be >= 1, got {cap!r}")
+    mask = mask.to(train_logp.dtype)
+    gap = torch.nan_to_num((train_logp - rollout_logp).detach(), nan=0.0) * mask
+    sequence = mode.startswith("sequence")
+    log_ratio = gap.sum(-1, keepdim=True) if sequence else gap
+    ratio = torch.exp(log_ratio.clamp(max=80.0))  # exp overflows float32 past ~88; capped below anyway
+    over = ratio > cap
+    weights = ratio.clamp(max=cap) if mode.endswith("truncate") else ratio.masked_fill(over, 0.0)
+    if not sequence:
+        weights = weights * mask  # 0 on padding (the loss masks it anyway)
+    valid = mask.any(-1, keepdim=True) if sequence else mask.bool()
+    ratios, flagged = ratio[valid], over[valid]
+    gaps = gap.abs()[mask.bool()]
+    count = int(ratios.numel())
+    nan = float("nan")
+    return RolloutCorrection(
+        weights=weights.detach(),
+        ratio_min=float(ratios.min()) if count else nan, ratio_mean=float(ratios.mean()) if count else nan,
+        ratio_max=float(ratios.max()) if count else nan,
+        corrected_frac=float(flagged.float().mean()) if count else nan,
+        logp_gap_mean=float(gaps.mean()) if gaps.numel() else nan,
+        logp_gap_max=float(gaps.max()) if gaps.numel() else nan, count=count, tokens=int(gaps.numel()))
+
+
 def per_token_terms(logp, old_logp, ref_logp, advantages, *, beta: float, epsilon: float,
-                    epsilon_high: float | None) -> LossTerms:
+                    epsilon_high: float | None, is_weights=None) -> LossTerms:
     import torch
 
     eps_high = epsilon if epsilon_high is None else epsilon_high
@@ -122,6 +211,8 @@ def per_token_terms(logp, old_logp, ref_logp, advantages, *, beta: float, epsilo
     adv = advantages.unsqueeze(1)
     unclipped_obj, clipped_obj = ratio * adv, clipped_ratio * adv
     per_token = -torch.min(unclipped_obj, clipped_obj)
+    if is_weights is not None:  # rollout/training mismatch: weights the policy-gradient term only
+        per_token = per_token * is_weights
     clipped = clipped_obj < unclipped_obj
     kl = None
     if beta != 0.0:
@@ -154,10 +245,11 @@ def aggregate(per_token_loss, mask, loss_type: str, max_completion_length: int, 
 
 def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, loss_type: str, beta: float,
               epsilon: float, epsilon_high: float | None, max_completion_length: int,
-              num_sequences: float | None = None, num_tokens: float | None = None):
-    """``(loss, terms)`` for one batch; see the module docstring for the formulas."""
+              num_sequences: float | None = None, num_tokens: float | None = None, is_weights=None):
+    """``(loss, terms)`` for one batch; see the module docstring for the formulas. ``is_weights``
+    (:func:`rollout_correction`) weights each token's policy-gradient term."""
     terms = per_token_terms(logp, old_logp, ref_logp, advantages, beta=beta, epsilon=epsilon,
-                            epsilon_high=epsilon_high)
+                            epsilon_high=epsilon_high, is_weights=is_weights)
     loss = aggregate(terms.per_token_loss, mask, loss_type, max_completion_length,
                      num_sequences=num_sequences, num_tokens=num_tokens)
     return loss, terms

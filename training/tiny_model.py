@@ -1,4 +1,4 @@
-"""The tiny test policy: a byte-level BPE tokenizer and a ~0.4M-parameter Llama, built locally.
+"""The tiny test policy: a byte-level BPE tokenizer and a ~0.5M-parameter Llama, built locally.
 
 Tests need a real causal LM with a real tokenizer that loads in milliseconds and trains in
 fractions of a second, without downloading anything. The tokenizer is trained with
@@ -64,9 +64,11 @@ def build_tiny_policy(folder: str | Path) -> Path:
 
     folder = Path(folder)
     tokenizer = build_tokenizer()
+    # head_dim 32: the smallest head size vLLM's CPU attention kernels take (96 / 4 = 24 is not
+    # one), so the tiny policy runs in both generation engines
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=96, intermediate_size=256, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=1024,
         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
     )

@@ -4,9 +4,10 @@ One step (per process):
 
 1. draw ``prompts_per_step`` prompts from the domain mixture (a pure function of seed and step);
 2. sample ``num_generations`` completions per prompt (formatted by :mod:`training.prompts`, as
-   sweeps format them) with the KV-cache decode loop
-   (:func:`training.generation.decode_batch`) from the rollout copy of the policy, each completion
-   with its own seed derived from (run seed, step, the prompt's place in the step, sample index);
+   sweeps format them) from the rollout engine (:mod:`training.rollout_engine`: the KV-cache decode
+   loop on the policy or its ``rollout_dtype`` copy, or a colocated vLLM engine; ``rollout.backend``),
+   after syncing the policy's current weights into it (``sync_s``), each completion with its own
+   seed derived from (run seed, step, the prompt's place in the step, sample index);
 3. score each completion with its own domain, one batch per domain (:class:`training.rewards.RewardComposer`);
 4. group-relative advantages; groups whose rewards are all equal (advantage 0) are counted
    (``zero_var_frac``) and, by default (``skip_zero_variance_groups``), left out of the
@@ -16,7 +17,9 @@ One step (per process):
 5. for ``num_iterations`` passes: policy log-probs (one forward, logits only for completion
    tokens), reference log-probs (frozen copy, ``inference_mode``), both at the sampling
    temperature (``softmax(logits / temperature)``, as TRL), the clipped surrogate + ``beta`` * k3
-   KL (:mod:`training.losses`), ``engine.backward`` / ``engine.step`` per micro-batch.
+   KL (:mod:`training.losses`), the policy-gradient term weighted by the rollout/training
+   importance correction when it is on (``rollout.importance_sampling``; by default with vLLM:
+   :func:`training.losses.rollout_correction`), ``engine.backward`` / ``engine.step`` per micro-batch.
 
 Micro-batch losses are normalised by the whole step's sequence/token counts (all processes), so
 gradient accumulation and data parallelism reproduce the full-batch loss exactly.
@@ -69,6 +72,9 @@ HISTORY_TABLE = "training_history"
 ALL = "_all"
 METRICS = ("reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac", "entropy",
            "zero_var_frac", "tokens_per_s")
+# batch-level timings (seconds) and rollout/training mismatch figures, on the "_all" row only
+STEP_EXTRAS = ("generation_s", "step_s", "sync_s", "ref_s", "update_s", "is_ratio_min", "is_ratio_mean",
+               "is_ratio_max", "is_corrected_frac", "logp_gap_mean", "logp_gap_max")
 
 
 @dataclass
@@ -132,6 +138,7 @@ class Rollout:
     completion_ids: list[int]
     text: str
     finish_reason: str
+    rollout_logprobs: list[float] | None = None  # the sampler's log-prob of each completion token
     reward: float = 0.0
     score: float = 0.0
     advantage: float = 0.0
@@ -156,6 +163,7 @@ class MicroBatch:
     ref_logp: Any | None    # [rows, width] under the frozen reference; None when beta == 0
     old_logp: Any | None    # [rows, width] under the policy before this step; None with one iteration
     advantages: Any         # [rows] float32, one per rollout
+    rollout_logp: Any | None = None  # [rows, width] the sampler's log-probs; None without the IS correction
 
 
 @dataclass
@@ -168,7 +176,7 @@ class TrainingSession:
     mixture: DomainMixture
     composer: RewardComposer
     engine: Any             # the DeepSpeed engine around the policy
-    rollout_model: Any      # what rollouts sample from: the policy or its synced low-precision copy
+    rollout_model: Any      # the rollout engine (training.rollout_engine): torch decode loop or vLLM
     ref_model: Any | None   # the frozen reference; None when beta == 0
     autocast: Callable      # the context the forward passes run in (bf16 autocast or none)
     tracker: Tracker | None  # the MLflow run, on rank 0 only
@@ -242,6 +250,11 @@ class GRPOTrainer:
         self.time_budget_s = time_budget_s  # stop (with a checkpoint) after the step that crosses it
         self.run_name = self.run_dir = self.ds_dir = None  # known once the rows are loaded (train)
         self.data_fingerprint = ""
+        # per step (reset by _step): seconds of sync / reference forward / update, and the
+        # rollout/training importance corrections of the step's micro-batches
+        self._timings: dict[str, float] | None = None
+        self._corrections: list = []
+        self._rollout_name = "torch"
 
     def _bind_run(self, data_fingerprint: str) -> None:
         self.data_fingerprint = data_fingerprint
@@ -300,6 +313,7 @@ class GRPOTrainer:
         try:
             status = self._run_steps(session)
         finally:
+            session.rollout_model.close()  # a vLLM engine frees its KV cache here
             if session.tracker is not None:
                 session.tracker.finish(status)
         return self._result(session.state, session.start_step, data.sources, time.perf_counter() - started)
@@ -338,6 +352,7 @@ class GRPOTrainer:
         composer = RewardComposer(cfg, {d: registry.get(d) for d in cfg.domains})
         start_step = int(state["step"])
         engine, rollout_model, ref_model = self._models(start_step)
+        self._rollout_name = rollout_model.name  # what rollout.backend resolved to (auto: here)
         autocast = self._autocast()
         tracker = self._start_tracking(data, state)  # last: nothing may fail between it and the loop
         return TrainingSession(data=data, state=state, start_step=start_step, mixture=mixture, composer=composer,
@@ -410,7 +425,8 @@ class GRPOTrainer:
             from storage.tracking import Tracker
 
             tracker = Tracker(self.tracking_uri, self.artifact_root)
-            params = cfg.flat_params() | {"run_name": self.run_name, "data_fingerprint": self.data_fingerprint}
+            params = cfg.flat_params() | {"run_name": self.run_name, "data_fingerprint": self.data_fingerprint,
+                                          "rollout.engine": self._rollout_name}
             for name, info in data.manifest().items():
                 params.update({f"data.{name}.{key}": str(value) for key, value in info.items()})
             run_id = tracker.start(self.run_name, params,
@@ -495,37 +511,19 @@ class GRPOTrainer:
         return tensor.tolist()
 
     def _rollout_model(self, engine):
-        """The model rollouts sample from: the policy itself, or a synced low-precision copy."""
-        import copy
+        """The rollout engine (:mod:`training.rollout_engine`): the torch decode loop on the policy
+        or its ``rollout_dtype`` copy, or a colocated vLLM engine, as ``rollout.backend`` says."""
+        from training.policy import policy_path
+        from training.rollout_engine import make_rollout_engine
 
-        import torch
+        return make_rollout_engine(self.config, engine, self.tokenizer, world=self.world,
+                                   policy_dir=policy_path(self.config.policy, self.lake.home),
+                                   home=str(self.lake.home), log=self.log if self.rank == 0 else lambda m: None)
 
-        cfg = self.config
-        module = engine.module
-        current = next(module.parameters()).dtype
-        wanted = getattr(torch, cfg.rollout_dtype)
-        if wanted == current or cfg.deepspeed.zero_stage == 3:  # ZeRO-3 params live sharded: use hooks
-            return module
-        clone = copy.deepcopy(module).to(wanted)
-        clone.eval().requires_grad_(False)
-        clone.config.use_cache = True
-        if cfg.deepspeed.gradient_checkpointing:  # the rollout copy only decodes: no recomputation
-            getattr(clone, "activation_checkpointing_disable", clone.gradient_checkpointing_disable)()
-        return clone
-
-    def _sync_rollout(self, engine, rollout_model) -> None:
-        import torch
-
-        if rollout_model is engine.module:
-            return
-        with torch.no_grad():
-            for dst, src in zip(rollout_model.parameters(), engine.module.parameters()):
-                dst.copy_(src)
-
-    def _rollouts(self, step: int, picks, engine, rollout_model) -> tuple[list[Rollout], float]:
-        import torch
-
-        from training.generation import SamplingParams, decode_batch, derive_seed
+    def _rollouts(self, step: int, picks, rollout_engine) -> tuple[list[Rollout], float]:
+        """The step's completions (``num_generations`` per pick) and the seconds they took; the
+        rollout engine holds the policy's current weights (``_step`` synced it)."""
+        from training.generation import SamplingParams, derive_seed
         from training.prompts import prompt_ids as chat_prompt_ids
 
         cfg = self.config
@@ -539,19 +537,15 @@ class GRPOTrainer:
         first = self.rank * cfg.prompts_per_step
         seeds = [[derive_seed("assay.grpo", cfg.seed, step, first + p, j) for j in range(cfg.num_generations)]
                  for p in range(len(picks))]
-        self._sync_rollout(engine, rollout_model)
-        was_training = rollout_model.training
-        rollout_model.eval()
+        with_logprobs = cfg.rollout.correction(rollout_engine.name) != "none"
         begin = time.perf_counter()
-        with torch.inference_mode():
-            decoded = decode_batch(rollout_model, tok, prompt_ids, params, max_batch_size=10 ** 6, seeds=seeds)
+        decoded = rollout_engine.generate(prompt_ids, params, seeds, with_logprobs)
         seconds = time.perf_counter() - begin
-        rollout_model.train(was_training)
         rollouts = []
         for group, (pick, per_prompt) in enumerate(zip(picks, decoded)):
             for row in per_prompt:
                 rollouts.append(Rollout(pick.domain, pick.row, prompt_ids[group], row.completion_ids,
-                                        row.text, row.finish_reason, group=group))
+                                        row.text, row.finish_reason, rollout_logprobs=row.logprobs, group=group))
         return rollouts, seconds
 
     def _step(self, step: int, session: TrainingSession) -> list[dict]:
@@ -560,7 +554,10 @@ class GRPOTrainer:
         picks = session.mixture.draw(step, cfg.prompts_per_step * self.world)
         mine = picks[self.rank * cfg.prompts_per_step:(self.rank + 1) * cfg.prompts_per_step]
         step_start = time.perf_counter()
-        rollouts, gen_seconds = self._rollouts(step, mine, session.engine, session.rollout_model)
+        self._rollout_name = session.rollout_model.name
+        self._timings = {"sync_s": session.rollout_model.sync(session.engine), "ref_s": 0.0, "update_s": 0.0}
+        self._corrections = []
+        rollouts, gen_seconds = self._rollouts(step, mine, session.rollout_model)
         scored = session.composer.score_many([r.domain for r in rollouts], [r.text for r in rollouts],
                                              [r.row for r in rollouts], [len(r.completion_ids) for r in rollouts])
         for r, reward in zip(rollouts, scored):
@@ -603,6 +600,7 @@ class GRPOTrainer:
         micro-batches, one optimizer step each; returns the step's mean loss."""
         cfg = self.config
         gas = cfg.deepspeed.gradient_accumulation_steps
+        began = time.perf_counter()
         # a rank with nothing for a micro-batch still joins its collectives (None: a zero step)
         batches = [self._micro_batch(chunk, engine, ref_model, autocast) if chunk else None
                    for chunk in _split(kept, gas)]
@@ -618,6 +616,8 @@ class GRPOTrainer:
                     continue
                 loss = self._micro_step(batch, engine, autocast, iteration, scale, global_seqs, global_tokens)
                 total += loss / cfg.num_iterations
+        if self._timings is not None:  # policy forward/backward and optimizer steps, the reference's forward apart
+            self._timings["update_s"] = time.perf_counter() - began - self._timings["ref_s"]
         return total
 
     def _micro_batch(self, chunk: list[Rollout], engine, ref_model, autocast) -> MicroBatch:
@@ -630,23 +630,32 @@ class GRPOTrainer:
                                                                   cfg.mask_truncated_completions)
         ref_logp = None
         if ref_model is not None:
+            began = time.perf_counter()
             with torch.inference_mode():
                 ref_logp, _ = completion_logprobs(ref_model, ids, attention, positions, width, autocast=autocast,
                                                   temperature=cfg.temperature)
             ref_logp = ref_logp.clone()
+            if self._timings is not None:
+                self._timings["ref_s"] += time.perf_counter() - began
         old_logp = None
         if cfg.num_iterations > 1:
             with torch.no_grad():
                 old_logp, _ = completion_logprobs(engine, ids, attention, positions, width, autocast=autocast,
                                                   temperature=cfg.temperature)
         advantages = torch.tensor([r.advantage for r in chunk], dtype=torch.float32)
-        return MicroBatch(chunk, ids, attention, positions, loss_mask, width, ref_logp, old_logp, advantages)
+        rollout_logp = None
+        if all(r.rollout_logprobs is not None for r in chunk):  # the sampler's, for the IS correction
+            rollout_logp = torch.zeros((len(chunk), width), dtype=torch.float32)
+            for i, r in enumerate(chunk):
+                rollout_logp[i, :len(r.rollout_logprobs)] = torch.tensor(r.rollout_logprobs, dtype=torch.float32)
+        return MicroBatch(chunk, ids, attention, positions, loss_mask, width, ref_logp, old_logp, advantages,
+                          rollout_logp)
 
     def _micro_step(self, batch: MicroBatch, engine, autocast, iteration: int, scale: int,
                     global_seqs: float, global_tokens: float) -> float:
         """Loss, backward and optimizer step of one micro-batch; returns its loss. The first
         iteration also records each rollout's loss, KL, clip fraction and entropy."""
-        from training.losses import grpo_loss
+        from training.losses import grpo_loss, rollout_correction
 
         cfg = self.config
         logp, entropy = completion_logprobs(engine, batch.ids, batch.attention, batch.positions, batch.width,
@@ -655,15 +664,45 @@ class GRPOTrainer:
         # without a reference (beta 0) or an old policy (one iteration), the current log-probs stand in
         old_logp = batch.old_logp if batch.old_logp is not None else logp.detach()
         ref_logp = batch.ref_logp if batch.ref_logp is not None else logp.detach()
+        is_weights = None
+        if batch.rollout_logp is not None:
+            # pi_train before this step's update (old_logp: at one iteration this very forward,
+            # detached) against the sampler's pi_rollout, both at the sampling temperature
+            correction = rollout_correction(old_logp, batch.rollout_logp, batch.loss_mask,
+                                            mode=cfg.rollout.correction(self._rollout_name),
+                                            cap=cfg.rollout.importance_sampling_cap)
+            is_weights = correction.weights
+            if iteration == 0:
+                self._corrections.append(correction)
         loss, terms = grpo_loss(logp, old_logp, ref_logp, batch.advantages, batch.loss_mask, loss_type=cfg.loss_type,
                                 beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
                                 max_completion_length=cfg.max_completion_length,
-                                num_sequences=global_seqs, num_tokens=global_tokens)
+                                num_sequences=global_seqs, num_tokens=global_tokens, is_weights=is_weights)
         engine.backward(loss * scale)
         engine.step()
         if iteration == 0:
             self._record_terms(batch.rollouts, terms, batch.loss_mask, entropy)
         return float(loss.detach())
+
+    def _step_extras(self) -> dict:
+        """The step's timings (sync, reference forward, update) and its rollout/training mismatch:
+        importance ratios over every micro-batch (min, token-weighted mean, max), the share
+        capped or dropped, and the log-prob gap (mean, max). None where it was not measured."""
+        extras: dict = {name: None for name in STEP_EXTRAS if name not in ("generation_s", "step_s")}
+        extras.update(self._timings or {})
+        corrections = [c for c in self._corrections if c.count]
+        if corrections:
+            count = sum(c.count for c in corrections)
+            tokens = sum(c.tokens for c in corrections)
+            extras.update({
+                "is_ratio_min": min(c.ratio_min for c in corrections),
+                "is_ratio_max": max(c.ratio_max for c in corrections),
+                "is_ratio_mean": sum(c.ratio_mean * c.count for c in corrections) / count,
+                "is_corrected_frac": sum(c.corrected_frac * c.count for c in corrections) / count,
+                "logp_gap_max": max(c.logp_gap_max for c in corrections),
+                "logp_gap_mean": sum(c.logp_gap_mean * c.tokens for c in corrections) / tokens,
+            })
+        return extras
 
     @staticmethod
     def _record_terms(chunk: list[Rollout], terms, mask, entropy) -> None:
@@ -708,6 +747,7 @@ class GRPOTrainer:
                 "created_at": created,
                 "generation_s": gen_seconds if domain == ALL else None,
                 "step_s": seconds if domain == ALL else None,
+                **(self._step_extras() if domain == ALL else {}),
             })
         return rows
 
@@ -721,8 +761,8 @@ class GRPOTrainer:
                     continue
                 metrics[name if row["domain"] == ALL else f"{name}/{row['domain']}"] = value
             if row["domain"] == ALL:
-                for extra in ("generation_s", "step_s"):
-                    if row.get(extra) is not None:
+                for extra in STEP_EXTRAS:
+                    if row.get(extra) is not None and math.isfinite(row[extra]):
                         metrics[extra] = row[extra]
         return metrics
 

@@ -14,6 +14,7 @@ import sys
 from evaluation.sweep_config import SweepConfig
 from pipelines.cli import CliError, add_json_flag, emit
 from pipelines.config_flags import add_model_flags, model_from_args
+from training.generation import BACKENDS
 
 
 def register(subparsers) -> None:
@@ -32,8 +33,12 @@ def register(subparsers) -> None:
     # --samples, --limit, --max-new-tokens, --temperature, --top-p, --batch-items, --seed: the
     # fields of SweepConfig, help text from their descriptions.
     add_model_flags(parser, SweepConfig, exclude={"progress"}, metavars={"samples": "K", "limit": "N"})
-    parser.add_argument("--backend", choices=("torch", "vllm"), default="torch", help="generation engine (default torch)")
-    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="torch dtype (default bfloat16)")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto",
+                        help="generation engine: torch, vllm, or auto = vLLM where it is installed, serves the model "
+                             "and was measured faster, else torch (default auto). The engine is not part of the "
+                             "cache key: results of both are draws of the same policy (see evaluation.sweep)")
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
+                        help="dtype the engine runs the policy in (default bfloat16)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log the sweep to MLflow")
     add_json_flag(parser)
     parser.set_defaults(handler=run_sweep_command)
@@ -44,6 +49,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     from pipelines.settings import open_lake
     from training.checkpoints import CheckpointError
     from evaluation.sweep import SweepError, sweep_checkpoint
+    from training.vllm_engine import VllmUnavailable
 
     config = model_from_args(SweepConfig, args, progress=sys.stderr.isatty() or not args.json)
     registry = get_registry()
@@ -60,7 +66,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         result, run_id = sweep_checkpoint(lake, lake.mlflow_uri, args.checkpoint, domains, config=config,
                                           backend=args.backend, dtype=args.dtype, log_mlflow=not args.no_mlflow,
                                           log=lambda m: print(m, file=sys.stderr))
-    except CheckpointError as exc:
+    except (CheckpointError, VllmUnavailable) as exc:
         raise CliError(str(exc)) from None
     except SweepError as exc:
         raise CliError(str(exc), code=1) from None
@@ -74,7 +80,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             lines.append(f"{d['domain'][:28]:<28} {d['n']:>5} {d['k']:>3} {d['mean']:>6.3f} {ci:>15} "
                          f"{d['passk']:>6.3f} {tps:>7}  {d['cached']}/{d['cached'] + d['generated']}")
         lines.append(f"checkpoint {p['checkpoint']}: {p['generated']} samples generated, {p['cached']} cached, "
-                     f"{p['seconds']:.1f} s" + (f"; MLflow run {run_id}" if run_id else ""))
+                     f"{p['seconds']:.1f} s" + (f", engine {p['engine']}" if p["engine"] else "")
+                     + (f"; MLflow run {run_id}" if run_id else ""))
         return "\n".join(lines)
 
     emit(args, payload, human)

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit
+from training.generation import BACKENDS
 
 
 def register(subparsers) -> None:
@@ -33,6 +34,11 @@ def register(subparsers) -> None:
     parser.add_argument("--run-name", default=None,
                         help="run name (default: recipe + config hash + data hash, so the same command on "
                              "the same rows resumes, and new rows start a new run)")
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
+                        help="rollout engine, the recipe's rollout.backend (default: the recipe's, auto unless it says): "
+                             "torch, vllm (one in-process engine, the policy's weights loaded into it after every "
+                             "optimizer step, importance-sampling correction on) or auto (vLLM where installed, "
+                             "serving the model and measured faster)")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="stop after the step that crosses this wall time, with a checkpoint; rerun to continue")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -46,6 +52,8 @@ def run_train(args: argparse.Namespace) -> int:
     from training.config import RecipeError, load_recipe, name_problem
     from training.data import TrainingDataError
     from training.policy import PolicyError
+    from training.rollout_engine import RolloutEngineError
+    from training.vllm_engine import VllmUnavailable
 
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
@@ -54,7 +62,7 @@ def run_train(args: argparse.Namespace) -> int:
     domains = [d.strip() for d in args.domains.split(",") if d.strip()] if args.domains else None
     try:
         config = load_recipe(args.recipe, domains=domains, max_steps=args.steps, seed=args.seed,
-                             run_name=args.run_name)
+                             run_name=args.run_name, rollout={"backend": args.backend} if args.backend else None)
     except RecipeError as exc:
         raise CliError(str(exc)) from None
     registry = get_registry()
@@ -77,7 +85,7 @@ def run_train(args: argparse.Namespace) -> int:
         result = train(config, lake, allow_generate=True, registry=registry, log=log,
                        progress=not args.no_progress and not args.json,
                        time_budget_s=args.max_minutes * 60 if args.max_minutes else None)
-    except (TrainingDataError, PolicyError, UnknownDomainError) as exc:
+    except (TrainingDataError, PolicyError, UnknownDomainError, RolloutEngineError, VllmUnavailable) as exc:
         raise CliError(str(exc)) from None
     payload = result.summary()
     payload.update({"run_name": result.run_name, "steps": result.steps_done, "resumed_from": result.resumed_from,

@@ -191,3 +191,94 @@ def test_zero_variance_groups_against_trl_definition(loss_type, skip):
         assert np.abs(grad[4:8] * mask[4:8]).max() > 1e-4
     else:
         assert np.all(grad[4:8] == 0.0)
+
+
+# -- rollout/training mismatch: truncated importance sampling (Yao et al. 2025) and TRL's modes ----
+
+
+def reference_is_weights(train, rollout, mask, mode: str, cap: float) -> np.ndarray:
+    """Per token, in plain float64 Python: token modes weigh each token by its own ratio
+    pi_train / pi_rollout, sequence modes every token of a sequence by the product of its tokens'
+    ratios; truncate caps at ``cap``, mask drops (0) a weight whose ratio exceeds it."""
+    b, t = train.shape
+    weights = np.zeros((b, t))
+    for i in range(b):
+        seq_ratio = float(np.exp(sum(train[i, j] - rollout[i, j] for j in range(t) if mask[i, j])))
+        for j in range(t):
+            ratio = seq_ratio if mode.startswith("sequence") else float(np.exp(train[i, j] - rollout[i, j]))
+            if mode.endswith("truncate"):
+                weights[i, j] = min(ratio, cap)
+            else:
+                weights[i, j] = ratio if ratio <= cap else 0.0
+            if not mode.startswith("sequence"):
+                weights[i, j] *= mask[i, j]
+    return weights
+
+
+@pytest.mark.parametrize("mode", ["token_truncate", "sequence_truncate", "token_mask", "sequence_mask"])
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_importance_weighted_loss_matches_float64_reference(mode, loss_type):
+    from training.losses import rollout_correction
+
+    logp, old, ref, adv, mask = random_batch(4)
+    rng = np.random.default_rng(9)
+    rollout = old + rng.normal(0, 0.25, size=old.shape)  # the sampler's log-probs, off by engine noise
+    cap = 1.3
+    beta, eps_low, eps_high, max_len = 0.04, 0.2, 0.28, 9
+    w = reference_is_weights(old, rollout, mask, mode, cap)
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    correction = rollout_correction(t(old), t(rollout), t(mask), mode=mode, cap=cap)
+    weights = correction.weights.expand(mask.shape) * (t(mask) if mode.startswith("sequence") else 1.0)
+    assert np.allclose(weights.numpy() * mask, w * mask, rtol=1e-12, atol=1e-15)
+    assert 0 < correction.corrected_frac < 1, "the batch should have weights on both sides of the cap"
+
+    def reference(logp_):
+        b, n = logp_.shape
+        per_token = np.zeros((b, n))
+        for i in range(b):
+            for j in range(n):
+                ratio = np.exp(logp_[i, j] - old[i, j])
+                clipped = min(max(ratio, 1 - eps_low), 1 + eps_high)
+                surrogate = min(ratio * adv[i], clipped * adv[i])
+                kl = np.exp(ref[i, j] - logp_[i, j]) - (ref[i, j] - logp_[i, j]) - 1
+                per_token[i, j] = -w[i, j] * surrogate + beta * kl  # the KL term is not weighted
+        if loss_type == "grpo":
+            return float(np.mean([(per_token[i] * mask[i]).sum() / max(mask[i].sum(), 1) for i in range(b)]))
+        if loss_type == "dr_grpo":
+            return float((per_token * mask).sum() / (b * max_len))
+        return float((per_token * mask).sum() / mask.sum())
+
+    logp_t = t(logp).requires_grad_(True)
+    loss, _ = grpo_loss(logp_t, t(old), t(ref), t(adv), t(mask), loss_type=loss_type, beta=beta, epsilon=eps_low,
+                        epsilon_high=eps_high, max_completion_length=max_len, is_weights=correction.weights)
+    assert abs(loss.item() - reference(logp)) < 1e-12
+    unweighted, _ = grpo_loss(t(logp), t(old), t(ref), t(adv), t(mask), loss_type=loss_type, beta=beta,
+                              epsilon=eps_low, epsilon_high=eps_high, max_completion_length=max_len)
+    assert abs(unweighted.item() - loss.item()) > 1e-6  # the weights change the loss: the test can tell
+    loss.backward()  # the weights are constants: the gradient is the reference's
+    h = 1e-6
+    for (i, j) in [(0, 0), (3, 2), (5, 0)]:
+        up, down = logp.copy(), logp.copy()
+        up[i, j] += h
+        down[i, j] -= h
+        assert abs(logp_t.grad[i, j].item() - (reference(up) - reference(down)) / (2 * h)) < 1e-6
+
+
+def test_importance_correction_figures_and_settings():
+    from training.losses import rollout_correction
+
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    train = t([[-1.0, -2.0, -0.5], [-1.0, -1.0, 0.0]])
+    rollout = t([[-1.5, -2.0, -3.0], [-1.0, float("nan"), 0.0]])  # a NaN: no log-prob returned for it
+    mask = t([[1, 1, 0], [1, 1, 0]])
+    c = rollout_correction(train, rollout, mask, mode="token_truncate", cap=2.0)
+    assert c.count == 4 and c.tokens == 4
+    assert c.ratio_max == pytest.approx(np.exp(0.5)) and c.ratio_min == pytest.approx(1.0)
+    assert c.logp_gap_max == pytest.approx(0.5) and c.logp_gap_mean == pytest.approx(0.125)
+    assert c.corrected_frac == 0.0 and float(c.weights[1, 1]) == 1.0 and float(c.weights[0, 2]) == 0.0
+    assert rollout_correction(train, rollout, mask, mode="token_truncate", cap=1.2).corrected_frac == 0.25
+    assert not c.weights.requires_grad
+    with pytest.raises(ValueError, match="importance sampling mode 'none' is not one of token_truncate"):
+        rollout_correction(train, rollout, mask, mode="none")
+    with pytest.raises(ValueError, match="cap must be >= 1"):
+        rollout_correction(train, rollout, mask, cap=0.5)

@@ -27,8 +27,10 @@ def _trainer_rollout_prompt_ids(tokenizer, model, rows: list[dict]) -> list[list
     config = load_recipe("tiny", num_generations=2, max_completion_length=2, prompts_per_step=len(rows))
     trainer = GRPOTrainer(config, open_lake(), open_lake().mlflow_uri)
     trainer.rank, trainer.world, trainer.tokenizer = 0, 1, tokenizer
+    from training.rollout_engine import TorchRollouts
+
     engine = SimpleNamespace(module=model)  # the rollout model is the policy itself: nothing to sync
-    rollouts, _ = trainer._rollouts(0, [Pick("d", row) for row in rows], engine, model)
+    rollouts, _ = trainer._rollouts(0, [Pick("d", row) for row in rows], TorchRollouts(engine, config, tokenizer))
     by_group = {r.group: r.prompt_ids for r in rollouts}
     assert len(rollouts) == 2 * len(rows)
     return [by_group[g] for g in range(len(rows))]
