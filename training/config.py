@@ -24,6 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from training.device import DeviceChoice
 from training.losses import LossType, ScaleRewards
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
@@ -116,6 +117,15 @@ class DeepSpeedSection(_Strict):
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward (less memory)")
     gradient_accumulation_steps: int = Field(1, ge=1, description="micro-batches per optimizer step")
 
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _no_fp16(cls, value):
+        if value == "fp16":
+            raise ValueError("fp16 is not supported (it needs a loss scaler this trainer does not set up, and "
+                             "DeepSpeed refuses it on CPU): use bf16 (GPUs with compute capability 8.0+, and CPUs) "
+                             "or fp32")
+        return value
+
 
 class GRPOConfig(_Strict):
     recipe: str = Field("custom", description="recipe name (set from the file name)")
@@ -156,6 +166,9 @@ class GRPOConfig(_Strict):
     train_samples_per_domain: int = Field(256, ge=1, description="train rows generated when a domain has no train_set")
     rollout_dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="dtype of the rollout copy of the policy (bf16 decodes ~1.6x faster on CPU)")
+    device: DeviceChoice = Field(
+        "auto", description="where to train: auto (a GPU when torch sees one, else the CPU), cpu or cuda (each "
+                            "rank takes the GPU of its LOCAL_RANK); see training.device")
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection,
                                         description="DeepSpeed engine settings (ZeRO stage, precision, accumulation)")
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
@@ -204,10 +217,11 @@ class GRPOConfig(_Strict):
     # -- derived ---------------------------------------------------------------------------------
 
     def fingerprint(self) -> str:
-        """Hash of everything that changes the training trajectory. Not the run name, and not
-        ``max_steps``: the schedule does not depend on it, so asking the same run for more steps
-        continues it from where it stopped."""
-        data = self.model_dump(exclude={"run_name", "max_steps"})
+        """Hash of everything that changes the training trajectory. Not the run name, not
+        ``max_steps`` (the schedule does not depend on it, so asking the same run for more steps
+        continues it from where it stopped), and not ``device``: where a run computes is not what
+        it trains (a run started on a CPU resumes on a GPU)."""
+        data = self.model_dump(exclude={"run_name", "max_steps", "device"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
 
     def resolved_run_name(self) -> str:

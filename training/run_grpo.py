@@ -57,11 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     data.update({k: v for k, v in overrides.items() if v is not None})
     config = parse_config(data, str(path))
     from training.data import TrainingDataError
+    from training.device import DeviceError
 
     try:
         result = train(config, open_lake(write=True), allow_generate=not args.require_train_set, progress=False,
                        log=lambda m: print(m, file=sys.stderr, flush=True))
-    except TrainingDataError as exc:  # one line a caller can show as is (the Dagster asset does)
+    except (TrainingDataError, DeviceError) as exc:  # one line a caller can show as is (the Dagster asset does)
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
     import torch.distributed as dist
