@@ -175,22 +175,26 @@ class TrainingSession:
     started: float          # time.perf_counter() when train() began (time budget, result seconds)
 
 
-def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool):
-    """Left-padded prompts | right-padded completions, so every completion starts at one column."""
+def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool, device=None):
+    """Left-padded prompts | right-padded completions, so every completion starts at one column.
+
+    The rows are laid out in Python and each tensor is made once, on ``device`` (the engine's: the
+    model and every tensor of a step live there), so a GPU step costs one copy per tensor rather
+    than one per row. ``device`` None is torch's default device (the CPU)."""
     import torch
 
     width_p = max(len(r.prompt_ids) for r in rollouts)
     width_c = max(len(r.completion_ids) for r in rollouts)
-    ids = torch.full((len(rollouts), width_p + width_c), pad_id, dtype=torch.long)
-    attn = torch.zeros_like(ids)
-    loss_mask = torch.zeros((len(rollouts), width_c), dtype=torch.float32)
-    for i, r in enumerate(rollouts):
-        ids[i, width_p - len(r.prompt_ids):width_p] = torch.tensor(r.prompt_ids)
-        attn[i, width_p - len(r.prompt_ids):width_p] = 1
-        ids[i, width_p:width_p + len(r.completion_ids)] = torch.tensor(r.completion_ids)
-        attn[i, width_p:width_p + len(r.completion_ids)] = 1
-        if not (mask_truncated and r.finish_reason == "length"):
-            loss_mask[i, :len(r.completion_ids)] = 1.0
+    ids, attn, loss_mask = [], [], []
+    for r in rollouts:
+        p_pad, c_pad = width_p - len(r.prompt_ids), width_c - len(r.completion_ids)
+        ids.append([pad_id] * p_pad + list(r.prompt_ids) + list(r.completion_ids) + [pad_id] * c_pad)
+        attn.append([0] * p_pad + [1] * (len(r.prompt_ids) + len(r.completion_ids)) + [0] * c_pad)
+        counted = 0.0 if mask_truncated and r.finish_reason == "length" else 1.0
+        loss_mask.append([counted] * len(r.completion_ids) + [0.0] * c_pad)
+    ids = torch.tensor(ids, dtype=torch.long, device=device)
+    attn = torch.tensor(attn, dtype=torch.long, device=device)
+    loss_mask = torch.tensor(loss_mask, dtype=torch.float32, device=device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     return ids, attn, positions, loss_mask, width_c
 
@@ -241,6 +245,8 @@ class GRPOTrainer:
         self.stop_after = stop_after  # for tests: end the process-local loop early, as a kill would
         self.time_budget_s = time_budget_s  # stop (with a checkpoint) after the step that crosses it
         self.run_name = self.run_dir = self.ds_dir = None  # known once the rows are loaded (train)
+        self.plan = None    # where this process trains (training.device), known when train() starts
+        self.device = None  # the engine's torch.device, known once the engine is built
         self.data_fingerprint = ""
 
     def _bind_run(self, data_fingerprint: str) -> None:
@@ -285,8 +291,10 @@ class GRPOTrainer:
     def train(self) -> TrainResult:
         """Load the rows (they name the run), set up, run the steps, finish the MLflow run."""
         from domains import get_registry
+        from training.engine import check_device
 
         started = time.perf_counter()
+        self.plan = check_device(self.config)  # a device or precision this machine lacks fails before any work
         registry = self.registry or get_registry()
         data = self._load_rows(registry)
         state = self.load_state()
@@ -328,7 +336,7 @@ class GRPOTrainer:
         # Build/convert the base model before the process group exists: transformers writes model
         # files only on rank 0 of an initialised group, which would leave another rank's build empty.
         policy_path(cfg.policy, self.lake.home)
-        self.rank, self.world = setup_distributed()
+        self.rank, self.world = setup_distributed(cfg.device)
         if self._broadcast(self.data_fingerprint) != self.data_fingerprint:
             raise RuntimeError(f"the train rows changed while the ranks loaded them (run {self.run_name}): "
                                "start the run again")
@@ -356,12 +364,16 @@ class GRPOTrainer:
     def _models(self, start_step: int):
         """``(engine, rollout model, reference model)``: the policy in its DeepSpeed engine (with the
         optimizer and scheduler of ``start_step`` restored when resuming), the model rollouts sample
-        from, and the frozen reference (None when ``beta`` is 0)."""
+        from, and the frozen reference (None when ``beta`` is 0).
+
+        The policy is loaded on the CPU and DeepSpeed moves it to its device; the reference and the
+        rollout copy are copied from it before DeepSpeed sees it (under ZeRO-3 its parameters are
+        sharded from then on) and moved to the engine's device, in their own precision."""
         import copy
 
         import torch
 
-        from training.engine import build_engine
+        from training.engine import build_engine, engine_device
         from training.policy import load_policy
 
         cfg = self.config
@@ -373,14 +385,22 @@ class GRPOTrainer:
         if cfg.beta != 0.0:
             ref_model = copy.deepcopy(model).to(torch.bfloat16 if low_precision else torch.float32)
             ref_model.eval().requires_grad_(False)
+        rollout_copy = self._rollout_copy(model)
         if cfg.deepspeed.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
         engine = build_engine(model, cfg, self.world)
         self.engine = engine
+        self.device = engine_device(engine)
+        if self.plan is not None and self.device.type != self.plan.device_type:
+            raise RuntimeError(f"DeepSpeed placed the policy on {self.device}, but this run was planned for "
+                               f"{self.plan.device} (recipe device {cfg.device!r})")
+        if ref_model is not None:
+            ref_model.to(self.device)
         if start_step > 0:
             self._restore(engine, start_step)
-        return engine, self._rollout_model(engine), ref_model
+        rollout_model = engine.module if rollout_copy is None else rollout_copy.to(self.device)
+        return engine, rollout_model, ref_model
 
     def _restore(self, engine, step: int) -> None:
         """Weights, optimizer and scheduler as the DeepSpeed checkpoint of ``step`` left them."""
@@ -398,7 +418,7 @@ class GRPOTrainer:
 
         if not self.config.deepspeed.autocast_bf16:
             return contextlib.nullcontext
-        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+        device_type = self.device.type  # the engine's: autocast on "cpu" leaves CUDA matmuls in fp32
         return lambda: torch.autocast(device_type, dtype=torch.bfloat16)
 
     def _start_tracking(self, data: TrainingData, state: dict):
@@ -490,27 +510,28 @@ class GRPOTrainer:
 
         if self.world == 1:
             return values
-        tensor = torch.tensor(values, dtype=torch.float64)
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)  # NCCL reduces GPU tensors only
         dist.all_reduce(tensor)
         return tensor.tolist()
 
-    def _rollout_model(self, engine):
-        """The model rollouts sample from: the policy itself, or a synced low-precision copy."""
+    def _rollout_copy(self, model):
+        """The model rollouts sample from, when it is not the policy itself: a copy in
+        ``rollout_dtype`` (e.g. bf16 decodes ~1.6x faster on CPU), made before DeepSpeed sees the
+        model (so it carries none of its hooks) and synced by :meth:`_sync_rollout` before each
+        step's rollouts. None: rollouts sample from the policy (also under ZeRO-3, whose params
+        live sharded: it decodes through the engine's hooks)."""
         import copy
 
         import torch
 
         cfg = self.config
-        module = engine.module
-        current = next(module.parameters()).dtype
+        trained = torch.bfloat16 if cfg.deepspeed.precision == "bf16" else torch.float32  # DeepSpeed casts bf16
         wanted = getattr(torch, cfg.rollout_dtype)
-        if wanted == current or cfg.deepspeed.zero_stage == 3:  # ZeRO-3 params live sharded: use hooks
-            return module
-        clone = copy.deepcopy(module).to(wanted)
+        if wanted == trained or cfg.deepspeed.zero_stage == 3:
+            return None
+        clone = copy.deepcopy(model).to(wanted)
         clone.eval().requires_grad_(False)
         clone.config.use_cache = True
-        if cfg.deepspeed.gradient_checkpointing:  # the rollout copy only decodes: no recomputation
-            getattr(clone, "activation_checkpointing_disable", clone.gradient_checkpointing_disable)()
         return clone
 
     def _sync_rollout(self, engine, rollout_model) -> None:
@@ -581,7 +602,9 @@ class GRPOTrainer:
         from training.losses import group_advantages, update_rows
 
         cfg = self.config
-        rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float64)
+        # a few floats that come from Python and go back to it: computed on the CPU, whatever the
+        # engine's device (on a GPU they would cost a copy and a sync each way)
+        rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float64, device="cpu")
         stats = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards)
         for r, a in zip(rollouts, stats.advantages.tolist()):
             r.advantage = a
@@ -600,14 +623,16 @@ class GRPOTrainer:
 
     def _update(self, kept: list[Rollout], engine, ref_model, autocast, global_seqs: float, global_tokens: float) -> float:
         """``num_iterations`` passes over the kept rollouts in ``gradient_accumulation_steps``
-        micro-batches, one optimizer step each; returns the step's mean loss."""
+        micro-batches, one optimizer step each; returns the step's mean loss (this rank's share)."""
+        import torch
+
         cfg = self.config
         gas = cfg.deepspeed.gradient_accumulation_steps
         # a rank with nothing for a micro-batch still joins its collectives (None: a zero step)
         batches = [self._micro_batch(chunk, engine, ref_model, autocast) if chunk else None
                    for chunk in _split(kept, gas)]
         engine.train()
-        total = 0.0
+        losses = []
         scale = gas * self.world  # DeepSpeed divides by gas and averages over ranks
         for iteration in range(cfg.num_iterations):
             for batch in batches:
@@ -616,18 +641,21 @@ class GRPOTrainer:
                     engine.backward(dummy)
                     engine.step()
                     continue
-                loss = self._micro_step(batch, engine, autocast, iteration, scale, global_seqs, global_tokens)
-                total += loss / cfg.num_iterations
-        return total
+                losses.append(self._micro_step(batch, engine, autocast, iteration, scale, global_seqs, global_tokens))
+        return float(torch.stack(losses).sum()) / cfg.num_iterations if losses else 0.0  # one device sync per step
 
     def _micro_batch(self, chunk: list[Rollout], engine, ref_model, autocast) -> MicroBatch:
-        """Lay out ``chunk`` and compute what stays fixed across iterations: the reference's
-        log-probs and, when the policy is updated more than once, the old policy's."""
+        """Lay out ``chunk`` on the engine's device and compute what stays fixed across
+        iterations: the reference's log-probs and, when the policy is updated more than once, the
+        old policy's."""
         import torch
 
+        from training.engine import engine_device
+
         cfg = self.config
+        device = engine_device(engine)
         ids, attention, positions, loss_mask, width = build_batch(chunk, self.tokenizer.pad_token_id,
-                                                                  cfg.mask_truncated_completions)
+                                                                  cfg.mask_truncated_completions, device=device)
         ref_logp = None
         if ref_model is not None:
             with torch.inference_mode():
@@ -639,13 +667,14 @@ class GRPOTrainer:
             with torch.no_grad():
                 old_logp, _ = completion_logprobs(engine, ids, attention, positions, width, autocast=autocast,
                                                   temperature=cfg.temperature)
-        advantages = torch.tensor([r.advantage for r in chunk], dtype=torch.float32)
+        advantages = torch.tensor([r.advantage for r in chunk], dtype=torch.float32, device=device)
         return MicroBatch(chunk, ids, attention, positions, loss_mask, width, ref_logp, old_logp, advantages)
 
     def _micro_step(self, batch: MicroBatch, engine, autocast, iteration: int, scale: int,
-                    global_seqs: float, global_tokens: float) -> float:
-        """Loss, backward and optimizer step of one micro-batch; returns its loss. The first
-        iteration also records each rollout's loss, KL, clip fraction and entropy."""
+                    global_seqs: float, global_tokens: float):
+        """Loss, backward and optimizer step of one micro-batch; returns its loss (a detached
+        0-d tensor on the engine's device: reading it here would sync the GPU every micro-batch).
+        The first iteration also records each rollout's loss, KL, clip fraction and entropy."""
         from training.losses import grpo_loss
 
         cfg = self.config
@@ -663,23 +692,30 @@ class GRPOTrainer:
         engine.step()
         if iteration == 0:
             self._record_terms(batch.rollouts, terms, batch.loss_mask, entropy)
-        return float(loss.detach())
+        return loss.detach()
 
     @staticmethod
     def _record_terms(chunk: list[Rollout], terms, mask, entropy) -> None:
+        """Per rollout: mean loss, clip fraction, KL and entropy over its counted tokens, read back
+        from the device in one copy."""
         import torch
 
         with torch.no_grad():
-            tokens = mask.sum(-1).clamp(min=1.0)
-            per_seq_loss = ((terms.per_token_loss.detach() * mask).sum(-1) / tokens).tolist()
-            per_seq_clip = ((terms.clipped.float() * mask).sum(-1) / tokens).tolist()
-            per_seq_kl = (((terms.per_token_kl.detach() * mask).sum(-1) / tokens).tolist()
-                          if terms.per_token_kl is not None else [None] * len(chunk))
-            per_seq_ent = ((entropy * mask).sum(-1) / tokens).tolist() if entropy is not None else [None] * len(chunk)
-        for i, r in enumerate(chunk):
-            if float(mask[i].sum()) == 0:
+            counted = mask.sum(-1)
+            tokens = counted.clamp(min=1.0)
+            missing = torch.full_like(counted, float("nan"))
+
+            def per_seq(values):
+                return missing if values is None else (values.detach().float() * mask).sum(-1) / tokens
+
+            table = torch.stack([counted, per_seq(terms.per_token_loss), per_seq(terms.clipped),
+                                 per_seq(terms.per_token_kl), per_seq(entropy)], dim=1).tolist()
+        for r, (n, loss, clip, kl, ent) in zip(chunk, table):
+            if n == 0:
                 continue  # masked out (truncated): it took no part in the loss
-            r.loss, r.clip_frac, r.kl, r.entropy = per_seq_loss[i], per_seq_clip[i], per_seq_kl[i], per_seq_ent[i]
+            r.loss, r.clip_frac = loss, clip
+            r.kl = None if math.isnan(kl) else kl
+            r.entropy = None if math.isnan(ent) else ent
 
     def _history_rows(self, step: int, rollouts: list[Rollout], zero_var: list[bool], seconds: float,
                       gen_seconds: float, loss_total: float | None) -> list[dict]:

@@ -1,9 +1,23 @@
-"""Where training runs, tested without a GPU: the decisions (device, process-group backend, which
-precisions a device allows) are pure functions of what the machine offers, so every branch is
-exercised with the facts of a CPU box, a two-GPU box and a pre-Ampere GPU box."""
+"""Where training runs, tested without a GPU.
+
+Three kinds of evidence, none of which pretends a CUDA device exists:
+
+- the decisions (device, process-group backend, which precisions a device allows) are pure
+  functions of what the machine offers, so every branch is exercised with the facts of a CPU box,
+  a two-GPU box and a pre-Ampere GPU box;
+- the step's tensors follow the engine's device: the real tiny Llama is moved to torch's ``meta``
+  device (a real device that exists on every machine, whose tensors hold no data) and a
+  micro-batch is prepared for it. A tensor made without ``device=`` would land on the CPU and the
+  test sees it (and the forward would refuse to mix devices);
+- a source check that every tensor factory on the trainer's and the decode loop's paths names its
+  device, so a code path the meta test cannot run (the decode loop reads tokens back, which meta
+  tensors cannot) is still held to the rule.
+"""
 
 from __future__ import annotations
 
+import ast
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -93,3 +107,102 @@ def test_training_on_cuda_without_a_gpu_stops_in_one_line_before_any_work(tiny_h
     assert "device 'cuda' was asked for" in line and "`device: cpu`" in line
     assert out.stdout == "" and "Traceback" not in out.stderr
     assert sorted(p.relative_to(tiny_home) for p in tiny_home.rglob("*")) == before  # no run folder, no rows
+
+
+# -- the step's tensors follow the engine's device -------------------------------------------------
+
+
+def _tiny_on(device: str, home):
+    """The real tiny Llama (eager attention: sdpa's mask helper reads a value, which meta cannot)."""
+    from transformers import AutoModelForCausalLM
+
+    from training.policy import load_tokenizer, policy_path
+
+    path = policy_path("tiny", home)
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").to(device)
+    return model, load_tokenizer(str(path), home)
+
+
+def _rollouts():
+    from training.trainer import Rollout
+
+    return [Rollout("d", {}, [5, 6, 7], [8, 9], "", "stop", advantage=0.5),
+            Rollout("d", {}, [5], [8, 9, 10], "", "length", advantage=-0.5)]
+
+
+def test_build_batch_makes_every_tensor_on_the_given_device():
+    import torch
+
+    from training.trainer import build_batch
+
+    on_meta = build_batch(_rollouts(), 0, mask_truncated=True, device=torch.device("meta"))
+    assert [t.device.type for t in on_meta[:4]] == ["meta"] * 4
+    ids, attn, positions, mask, width = build_batch(_rollouts(), 0, mask_truncated=True, device="cpu")
+    assert ids.tolist() == [[5, 6, 7, 8, 9, 0], [0, 0, 5, 8, 9, 10]] and width == 3
+    assert attn.tolist() == [[1, 1, 1, 1, 1, 0], [0, 0, 1, 1, 1, 1]]
+    assert positions.tolist() == [[0, 1, 2, 3, 4, 4], [0, 0, 0, 1, 2, 3]]
+    assert mask.tolist() == [[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]  # the truncated row is masked out
+
+
+def test_a_micro_batch_lives_on_the_engine_s_device(tiny_home):
+    import torch
+
+    from pipelines.settings import open_lake
+    from training.trainer import GRPOTrainer
+
+    config = load_recipe("tiny", num_iterations=2, beta=0.04, run_name="meta")  # old and reference log-probs
+    trainer = GRPOTrainer(config, open_lake(), open_lake().mlflow_uri)
+    policy, trainer.tokenizer = _tiny_on("meta", tiny_home)
+    reference, _ = _tiny_on("meta", tiny_home)
+    batch = trainer._micro_batch(_rollouts(), policy, reference, contextlib.nullcontext)
+    tensors = {name: getattr(batch, name) for name in
+               ("ids", "attention", "positions", "loss_mask", "ref_logp", "old_logp", "advantages")}
+    assert {name: t.device.type for name, t in tensors.items()} == {name: "meta" for name in tensors}
+
+
+def test_autocast_follows_the_engine_s_device_type():
+    import torch
+
+    from pipelines.settings import open_lake
+    from training.trainer import GRPOTrainer
+
+    trainer = GRPOTrainer(load_recipe("tiny", deepspeed={"autocast_bf16": True}), open_lake(), "sqlite://")
+    for device in ("cpu", "cuda"):  # only the context object is built: nothing runs on a GPU
+        trainer.device = torch.device(device)
+        with pytest.warns(UserWarning) if device == "cuda" and not torch.cuda.is_available() else contextlib.nullcontext():
+            context = trainer._autocast()()
+        assert context.device == device and context.fast_dtype == torch.bfloat16
+    trainer = GRPOTrainer(load_recipe("tiny"), open_lake(), "sqlite://")
+    assert trainer._autocast() is contextlib.nullcontext
+
+
+# -- every tensor factory on the step's path names its device --------------------------------------
+
+FACTORIES = {"tensor", "zeros", "ones", "full", "empty", "arange", "rand", "randn", "randint", "Generator",
+             "as_tensor", "linspace", "eye"}
+STEP_PATH = ("training/trainer.py", "training/generation.py", "training/losses.py")
+
+
+def _factory_calls_without_device(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    missing = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FACTORIES
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+                and not any(k.arg == "device" for k in node.keywords)):
+            missing.append(f"{path.name}:{node.lineno} torch.{node.func.attr}(...)")
+    return missing
+
+
+def test_every_tensor_factory_on_the_step_path_names_its_device():
+    """``torch.zeros(...)`` without ``device=`` makes a CPU tensor, which then meets a model on
+    ``cuda`` (the bug this rule prevents). ``*_like`` and ``new_*`` inherit their device and are
+    fine; a tensor meant for the CPU says ``device="cpu"``."""
+    missing = [call for name in STEP_PATH for call in _factory_calls_without_device(REPO / name)]
+    assert missing == []
+
+
+def test_the_source_check_sees_a_factory_without_a_device(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import torch\na = torch.zeros(3)\nb = torch.zeros(3, device=d)\nc = torch.zeros_like(b)\n")
+    assert _factory_calls_without_device(sample) == ["sample.py:2 torch.zeros(...)"]
