@@ -21,6 +21,14 @@ One step (per process):
 Micro-batch losses are normalised by the whole step's sequence/token counts (all processes), so
 gradient accumulation and data parallelism reproduce the full-batch loss exactly.
 
+Devices: the recipe's ``device`` (:mod:`training.device`) picks the CPU or this rank's GPU; every
+tensor of a step is made on the engine's device, and the reference model and rollout copy live
+there in their own precision. Ranks under ZeRO-3 (parameters sharded, gathered by collectives in
+every forward and backward) stay in step two ways: rollouts sample from a full copy of the policy,
+loaded from the shards before each step, so decode loops that stop at different steps make no
+collectives; and a rank with nothing for a micro-batch runs it on one padding row whose loss
+counts zero, so its forwards and backwards pair with the others'.
+
 Code layout: :meth:`GRPOTrainer.train` loads the rows (they name the run), then ``_setup`` builds a
 :class:`TrainingSession` (process group, mixture, reward composer, DeepSpeed engine with the
 rollout and reference models, autocast, MLflow run), ``_run_steps`` runs the loop (``_step`` per
@@ -66,6 +74,9 @@ if TYPE_CHECKING:  # annotations only: these modules are imported when training 
     from training.rewards import RewardComposer
 
 HISTORY_TABLE = "training_history"
+# Elements gathered at once when syncing the rollout copy under ZeRO-3: bounds the extra memory of a
+# sync to ~1 GB in fp32 however large the model, in a few collectives for a small one.
+ZERO3_GATHER_ELEMENTS = 2 ** 28
 ALL = "_all"
 METRICS = ("reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac", "entropy",
            "zero_var_frac", "tokens_per_s")
@@ -112,6 +123,21 @@ def _std(values: list[float]) -> float | None:
         return None
     m = sum(values) / len(values)
     return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
+
+
+def _groups_by_size(pairs: list[tuple], budget: int) -> list[list[tuple]]:
+    """Consecutive ``(copy, policy parameter)`` pairs in groups of at most ``budget`` elements (a
+    parameter larger than that is a group of its own); ZeRO-3 parameters count their full size."""
+    groups: list[list[tuple]] = []
+    size = 0
+    for pair in pairs:
+        numel = getattr(pair[1], "ds_numel", None) or pair[1].numel()
+        if not groups or size + numel > budget:
+            groups.append([])
+            size = 0
+        groups[-1].append(pair)
+        size += numel
+    return groups
 
 
 def _split(items: list, parts: int) -> list[list]:
@@ -516,10 +542,11 @@ class GRPOTrainer:
 
     def _rollout_copy(self, model):
         """The model rollouts sample from, when it is not the policy itself: a copy in
-        ``rollout_dtype`` (e.g. bf16 decodes ~1.6x faster on CPU), made before DeepSpeed sees the
-        model (so it carries none of its hooks) and synced by :meth:`_sync_rollout` before each
-        step's rollouts. None: rollouts sample from the policy (also under ZeRO-3, whose params
-        live sharded: it decodes through the engine's hooks)."""
+        ``rollout_dtype`` (e.g. bf16 decodes ~1.6x faster on CPU), and always under ZeRO-3, whose
+        sharded parameters would be gathered by collectives in every decode step: ranks stop
+        decoding at different steps, so their gathers would not pair up. The copy is made from the
+        full model before DeepSpeed shards it; :meth:`_sync_rollout` loads the policy's weights into
+        it before each step's rollouts. None: rollouts sample from the policy."""
         import copy
 
         import torch
@@ -527,7 +554,7 @@ class GRPOTrainer:
         cfg = self.config
         trained = torch.bfloat16 if cfg.deepspeed.precision == "bf16" else torch.float32  # DeepSpeed casts bf16
         wanted = getattr(torch, cfg.rollout_dtype)
-        if wanted == trained or cfg.deepspeed.zero_stage == 3:
+        if wanted == trained and cfg.deepspeed.zero_stage != 3:
             return None
         clone = copy.deepcopy(model).to(wanted)
         clone.eval().requires_grad_(False)
@@ -535,13 +562,29 @@ class GRPOTrainer:
         return clone
 
     def _sync_rollout(self, engine, rollout_model) -> None:
+        """The policy's current weights into the rollout copy. Under ZeRO-3 each rank gathers the
+        shards, a group of parameters at a time: the same collectives, in the same order, on every
+        rank (the parameter list is the model's, not the data's)."""
         import torch
 
         if rollout_model is engine.module:
             return
-        with torch.no_grad():
-            for dst, src in zip(rollout_model.parameters(), engine.module.parameters()):
-                dst.copy_(src)
+        pairs = list(zip(rollout_model.named_parameters(), engine.module.named_parameters()))
+        if any(dst_name != src_name for (dst_name, _), (src_name, _) in pairs):
+            raise RuntimeError("the rollout copy's parameters do not line up with the policy's")
+        pairs = [(dst, src) for (_, dst), (_, src) in pairs]
+        if self.config.deepspeed.zero_stage != 3:
+            with torch.no_grad():
+                for dst, src in pairs:
+                    dst.copy_(src)
+            return
+        import deepspeed
+
+        for group in _groups_by_size(pairs, ZERO3_GATHER_ELEMENTS):
+            with deepspeed.zero.GatheredParameters([src for _, src in group], modifier_rank=None):
+                with torch.no_grad():
+                    for dst, src in group:
+                        dst.copy_(src)
 
     def _rollouts(self, step: int, picks, engine, rollout_model) -> tuple[list[Rollout], float]:
         import torch
@@ -623,26 +666,35 @@ class GRPOTrainer:
 
     def _update(self, kept: list[Rollout], engine, ref_model, autocast, global_seqs: float, global_tokens: float) -> float:
         """``num_iterations`` passes over the kept rollouts in ``gradient_accumulation_steps``
-        micro-batches, one optimizer step each; returns the step's mean loss (this rank's share)."""
+        micro-batches, one optimizer step each; returns the step's mean loss (this rank's share).
+
+        Every rank runs the same forwards and backwards, whatever it kept: a rank with nothing for
+        a micro-batch runs it on one padding row whose loss counts zero. Under ZeRO-3 each forward
+        and backward gathers the sharded parameters with collectives the other ranks wait for (and
+        under ZeRO-1/2 each backward reduces gradients), so skipping one would hang the step."""
         import torch
 
         cfg = self.config
         gas = cfg.deepspeed.gradient_accumulation_steps
-        # a rank with nothing for a micro-batch still joins its collectives (None: a zero step)
-        batches = [self._micro_batch(chunk, engine, ref_model, autocast) if chunk else None
-                   for chunk in _split(kept, gas)]
+        batches = [self._micro_batch(chunk, engine, ref_model, autocast) if chunk else
+                   self._padding_batch(engine, ref_model, autocast) for chunk in _split(kept, gas)]
         engine.train()
         losses = []
         scale = gas * self.world  # DeepSpeed divides by gas and averages over ranks
         for iteration in range(cfg.num_iterations):
             for batch in batches:
-                if batch is None:
-                    dummy = sum(p.sum() for p in engine.module.parameters() if p.requires_grad) * 0.0
-                    engine.backward(dummy)
-                    engine.step()
-                    continue
                 losses.append(self._micro_step(batch, engine, autocast, iteration, scale, global_seqs, global_tokens))
-        return float(torch.stack(losses).sum()) / cfg.num_iterations if losses else 0.0  # one device sync per step
+        return float(torch.stack(losses).sum()) / cfg.num_iterations  # one device sync per step
+
+    def _padding_batch(self, engine, ref_model, autocast) -> MicroBatch:
+        """One row of padding (a one-token prompt and completion) with an all-zero loss mask and
+        advantage: its forward and backward make every collective a real micro-batch makes, and
+        its loss and gradients are exactly 0. It carries no rollouts, so nothing is recorded."""
+        pad = self.tokenizer.pad_token_id
+        batch = self._micro_batch([Rollout("", {}, [pad], [pad], "", "stop")], engine, ref_model, autocast)
+        batch.loss_mask.zero_()
+        batch.rollouts = []
+        return batch
 
     def _micro_batch(self, chunk: list[Rollout], engine, ref_model, autocast) -> MicroBatch:
         """Lay out ``chunk`` on the engine's device and compute what stays fixed across
@@ -690,7 +742,7 @@ class GRPOTrainer:
                                 num_sequences=global_seqs, num_tokens=global_tokens)
         engine.backward(loss * scale)
         engine.step()
-        if iteration == 0:
+        if iteration == 0 and batch.rollouts:
             self._record_terms(batch.rollouts, terms, batch.loss_mask, entropy)
         return loss.detach()
 

@@ -144,7 +144,7 @@ def test_build_batch_makes_every_tensor_on_the_given_device():
     assert mask.tolist() == [[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]  # the truncated row is masked out
 
 
-def test_a_micro_batch_lives_on_the_engine_s_device(tiny_home):
+def test_a_micro_batch_and_the_padding_batch_live_on_the_engine_s_device(tiny_home):
     import torch
 
     from pipelines.settings import open_lake
@@ -158,6 +158,16 @@ def test_a_micro_batch_lives_on_the_engine_s_device(tiny_home):
     tensors = {name: getattr(batch, name) for name in
                ("ids", "attention", "positions", "loss_mask", "ref_logp", "old_logp", "advantages")}
     assert {name: t.device.type for name, t in tensors.items()} == {name: "meta" for name in tensors}
+    padding = trainer._padding_batch(policy, reference, contextlib.nullcontext)
+    assert padding.rollouts == [] and padding.ids.shape == (1, 2) and padding.ids.device.type == "meta"
+    assert padding.loss_mask.device.type == "meta" and padding.advantages.device.type == "meta"
+
+    # the same on the CPU, where values can be read: the padding row counts nothing
+    cpu_policy, _ = _tiny_on("cpu", tiny_home)
+    padding = trainer._padding_batch(cpu_policy, None, contextlib.nullcontext)
+    assert padding.loss_mask.tolist() == [[0.0]] and padding.advantages.tolist() == [0.0]
+    assert padding.ids.tolist() == [[trainer.tokenizer.pad_token_id] * 2]
+    assert torch.isfinite(padding.old_logp).all()
 
 
 def test_autocast_follows_the_engine_s_device_type():
@@ -206,3 +216,22 @@ def test_the_source_check_sees_a_factory_without_a_device(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("import torch\na = torch.zeros(3)\nb = torch.zeros(3, device=d)\nc = torch.zeros_like(b)\n")
     assert _factory_calls_without_device(sample) == ["sample.py:2 torch.zeros(...)"]
+
+
+# -- ZeRO-3: the rollout copy is filled in groups of parameters --------------------------------------
+
+
+def test_zero3_sync_groups_cover_every_parameter_in_order_within_the_budget():
+    import torch
+
+    from training.trainer import _groups_by_size
+
+    params = [torch.zeros(n, device="cpu") for n in (3, 4, 10, 1, 2)]
+    pairs = [(p, p) for p in params]
+    groups = _groups_by_size(pairs, budget=7)
+    assert [[p.numel() for p, _ in g] for g in groups] == [[3, 4], [10], [1, 2]]
+    assert [pair for g in groups for pair in g] == pairs
+    sharded = torch.zeros(0, device="cpu")
+    sharded.ds_numel = 6  # a ZeRO-3 parameter: an empty local tensor, its full size in ds_numel
+    assert [len(g) for g in _groups_by_size([(p, p) for p in (sharded, sharded)], budget=7)] == [1, 1]
+
