@@ -140,6 +140,32 @@ def _groups_by_size(pairs: list[tuple], budget: int) -> list[list[tuple]]:
     return groups
 
 
+def zero3_rollout_copy(module, dtype, device):
+    """A plain copy of a ZeRO-3 policy, unsharded and free of DeepSpeed's hooks, in ``dtype`` on
+    ``device``: built from the config on the meta device (nothing initialised twice), then
+    allocated there. The buffers (not sharded: e.g. rotary frequencies) are copied now; the
+    parameters, which are shards here, are filled by the trainer's sync before each step."""
+    import copy
+
+    import torch
+
+    config = copy.deepcopy(module.config)
+    config.use_cache = True
+    with torch.device("meta"):
+        clone = type(module)(config)
+    clone = clone.to(dtype).to_empty(device=device)
+    if getattr(config, "tie_word_embeddings", False):
+        clone.tie_weights()  # to_empty gives each module its own tensor: tie them again
+    with torch.no_grad():
+        for (name, dst), (src_name, src) in zip(clone.named_buffers(), module.named_buffers(), strict=True):
+            if name != src_name:
+                raise RuntimeError(f"the rollout copy's buffer {name} does not line up with the policy's {src_name}")
+            dst.copy_(src)
+    if getattr(module, "generation_config", None) is not None:  # its EOS ids end the rollouts
+        clone.generation_config = copy.deepcopy(module.generation_config)
+    return clone.eval().requires_grad_(False)
+
+
 def _split(items: list, parts: int) -> list[list]:
     size, extra = divmod(len(items), parts)
     out, start = [], 0
@@ -392,9 +418,9 @@ class GRPOTrainer:
         optimizer and scheduler of ``start_step`` restored when resuming), the model rollouts sample
         from, and the frozen reference (None when ``beta`` is 0).
 
-        The policy is loaded on the CPU and DeepSpeed moves it to its device; the reference and the
-        rollout copy are copied from it before DeepSpeed sees it (under ZeRO-3 its parameters are
-        sharded from then on) and moved to the engine's device, in their own precision."""
+        The policy is loaded on the CPU and DeepSpeed moves it to its device; the reference is
+        copied from it before DeepSpeed sees it (under ZeRO-3 its parameters are sharded from then
+        on) and moved to the engine's device in its own precision; the rollout copy is made there."""
         import copy
 
         import torch
@@ -411,7 +437,6 @@ class GRPOTrainer:
         if cfg.beta != 0.0:
             ref_model = copy.deepcopy(model).to(torch.bfloat16 if low_precision else torch.float32)
             ref_model.eval().requires_grad_(False)
-        rollout_copy = self._rollout_copy(model)
         if cfg.deepspeed.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
@@ -425,8 +450,7 @@ class GRPOTrainer:
             ref_model.to(self.device)
         if start_step > 0:
             self._restore(engine, start_step)
-        rollout_model = engine.module if rollout_copy is None else rollout_copy.to(self.device)
-        return engine, rollout_model, ref_model
+        return engine, self._rollout_model(engine), ref_model
 
     def _restore(self, engine, step: int) -> None:
         """Weights, optimizer and scheduler as the DeepSpeed checkpoint of ``step`` left them."""
@@ -540,25 +564,30 @@ class GRPOTrainer:
         dist.all_reduce(tensor)
         return tensor.tolist()
 
-    def _rollout_copy(self, model):
-        """The model rollouts sample from, when it is not the policy itself: a copy in
-        ``rollout_dtype`` (e.g. bf16 decodes ~1.6x faster on CPU), and always under ZeRO-3, whose
-        sharded parameters would be gathered by collectives in every decode step: ranks stop
-        decoding at different steps, so their gathers would not pair up. The copy is made from the
-        full model before DeepSpeed shards it; :meth:`_sync_rollout` loads the policy's weights into
-        it before each step's rollouts. None: rollouts sample from the policy."""
+    def _rollout_model(self, engine):
+        """The model rollouts sample from: the policy itself, or a copy synced by
+        :meth:`_sync_rollout` before each step's rollouts, on the engine's device. A copy in
+        ``rollout_dtype`` when that differs from the policy's (bf16 decodes ~1.6x faster on CPU),
+        and always under ZeRO-3: decoding through the sharded policy gathers its parameters by
+        collectives in every decode step, and ranks stop decoding at different steps, so their
+        gathers would not pair up (and parameters gathered under ``inference_mode`` became
+        inference tensors that the next backward refused)."""
         import copy
 
         import torch
 
         cfg = self.config
-        trained = torch.bfloat16 if cfg.deepspeed.precision == "bf16" else torch.float32  # DeepSpeed casts bf16
+        module = engine.module
         wanted = getattr(torch, cfg.rollout_dtype)
-        if wanted == trained and cfg.deepspeed.zero_stage != 3:
-            return None
-        clone = copy.deepcopy(model).to(wanted)
+        if cfg.deepspeed.zero_stage == 3:
+            return zero3_rollout_copy(module, wanted, self.device)
+        if wanted == next(module.parameters()).dtype:
+            return module
+        clone = copy.deepcopy(module).to(wanted)
         clone.eval().requires_grad_(False)
         clone.config.use_cache = True
+        if cfg.deepspeed.gradient_checkpointing:  # the rollout copy only decodes: no recomputation
+            getattr(clone, "activation_checkpointing_disable", clone.gradient_checkpointing_disable)()
         return clone
 
     def _sync_rollout(self, engine, rollout_model) -> None:

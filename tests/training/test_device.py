@@ -235,3 +235,32 @@ def test_zero3_sync_groups_cover_every_parameter_in_order_within_the_budget():
     sharded.ds_numel = 6  # a ZeRO-3 parameter: an empty local tensor, its full size in ds_numel
     assert [len(g) for g in _groups_by_size([(p, p) for p in (sharded, sharded)], budget=7)] == [1, 1]
 
+
+
+def test_zero3_rollout_copy_is_a_plain_tied_model_on_the_given_device(tiny_home):
+    """Under ZeRO-3 the rollout copy is built from the config (the policy's parameters are shards):
+    on the requested device, in the rollout dtype, its embeddings tied again, its buffers copied;
+    once the parameters are loaded it computes what a plain copy of the policy computes."""
+    import copy
+
+    import torch
+
+    from training.policy import load_policy
+    from training.trainer import zero3_rollout_copy
+
+    model, tok = load_policy("tiny", home=tiny_home)
+    on_meta = zero3_rollout_copy(model, torch.bfloat16, torch.device("meta"))
+    assert {t.device.type for t in [*on_meta.parameters(), *on_meta.buffers()]} == {"meta"}
+
+    clone = zero3_rollout_copy(model, torch.bfloat16, torch.device("cpu"))
+    assert clone.lm_head.weight is clone.model.embed_tokens.weight
+    assert [n for n, _ in clone.named_parameters()] == [n for n, _ in model.named_parameters()]
+    assert all(p.dtype == torch.bfloat16 and not p.requires_grad for p in clone.parameters())
+    assert clone.config.use_cache and not clone.training and model.config is not clone.config
+    with torch.no_grad():
+        for dst, src in zip(clone.parameters(), model.parameters()):
+            dst.copy_(src)
+    reference = copy.deepcopy(model).to(torch.bfloat16).eval()
+    ids = torch.tensor([tok("What is 2 + 3?").input_ids], device="cpu")
+    with torch.no_grad():
+        assert torch.equal(clone(input_ids=ids).logits, reference(input_ids=ids).logits)
