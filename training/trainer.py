@@ -480,7 +480,8 @@ class GRPOTrainer:
             from storage.tracking import Tracker
 
             tracker = Tracker(self.tracking_uri, self.artifact_root)
-            params = cfg.flat_params() | {"run_name": self.run_name, "data_fingerprint": self.data_fingerprint}
+            params = cfg.flat_params() | {"run_name": self.run_name, "data_fingerprint": self.data_fingerprint,
+                                          "device.resolved": str(self.device)}  # e.g. cuda:0 for device auto
             for name, info in data.manifest().items():
                 params.update({f"data.{name}.{key}": str(value) for key, value in info.items()})
             run_id = tracker.start(self.run_name, params,

@@ -58,6 +58,7 @@ def test_tiny_recipe_learns_the_toy_domain_and_tracks_it(tiny_home, toy_registry
     client = MlflowClient(tracking_uri=lake.mlflow_uri)
     run = client.get_run(result.mlflow_run_id)
     assert run.data.params["beta"] == str(config.beta) and run.data.params["loss_type"] == "grpo"
+    assert run.data.params["device"] == "auto" and run.data.params["device.resolved"] == "cpu"  # where it ran
     assert run.info.status == "FINISHED"
     series = client.get_metric_history(result.mlflow_run_id, "reward_mean/toy_digits")
     assert [m.step for m in series] == list(range(1, 31))
