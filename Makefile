@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export OMP_NUM_THREADS ?= 2
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install system-deps test-deps demo test test-fast ui dashboard bench clean
+.PHONY: install system-deps test-deps demo test test-fast ui dashboard bench gpu-check clean
 
 install: $(VENV)/.installed ## venv + project + shipped data (+ bubblewrap where root)
 
@@ -63,6 +63,10 @@ dashboard: install ## Streamlit dashboard on http://localhost:8501
 
 bench: install
 	$(BIN)/python -m bench
+
+gpu-check: ## on one NVIDIA GPU, after make install: train + sweep with vLLM vs torch, < 8 min (installs nothing)
+	@test -x $(BIN)/python || { echo "gpu-check: run make install first"; exit 2; }
+	$(BIN)/python -m bench.gpu_check
 
 clean:
 	rm -rf .assay .pytest_cache

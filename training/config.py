@@ -24,6 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from training.device import DeviceChoice
 from training.generation import Backend
 from training.losses import ImportanceSamplingMode, LossType, ScaleRewards
 from training.vllm_engine import VllmSettings
@@ -118,6 +119,15 @@ class DeepSpeedSection(_Strict):
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward (less memory)")
     gradient_accumulation_steps: int = Field(1, ge=1, description="micro-batches per optimizer step")
 
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _no_fp16(cls, value):
+        if value == "fp16":
+            raise ValueError("fp16 is not supported (it needs a loss scaler this trainer does not set up, and "
+                             "DeepSpeed refuses it on CPU): use bf16 (GPUs with compute capability 8.0+, and CPUs) "
+                             "or fp32")
+        return value
+
 
 class RolloutVllmSettings(VllmSettings):
     """:class:`training.vllm_engine.VllmSettings` for an engine colocated with the trainer."""
@@ -194,6 +204,9 @@ class GRPOConfig(_Strict):
         "float32", description="dtype of the rollout copy of the policy (bf16 decodes ~1.6x faster on CPU)")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig,
                                    description="rollout engine (torch | vllm | auto) and importance-sampling correction")
+    device: DeviceChoice = Field(
+        "auto", description="where to train: auto (a GPU when torch sees one, else the CPU), cpu or cuda (each "
+                            "rank takes the GPU of its LOCAL_RANK); see training.device")
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection,
                                         description="DeepSpeed engine settings (ZeRO stage, precision, accumulation)")
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
@@ -244,10 +257,11 @@ class GRPOConfig(_Strict):
     def fingerprint(self) -> str:
         """Hash of everything that changes the training trajectory. Not the run name, and not
         ``max_steps``: the schedule does not depend on it, so asking the same run for more steps
-        continues it from where it stopped. Not ``rollout.vllm`` (memory and compilation: speed,
-        not what is sampled), and the ``rollout`` section only where it differs from the default,
-        so the runs of recipes written before it existed keep their names and resume."""
-        data = self.model_dump(exclude={"run_name", "max_steps"})
+        continues it from where it stopped. Not ``device``: where a run computes is not what it
+        trains (a run started on a CPU resumes on a GPU). Not ``rollout.vllm`` (memory and
+        compilation: speed, not what is sampled), and the ``rollout`` section only where it differs
+        from the default, so the runs of recipes written before it existed keep their names and resume."""
+        data = self.model_dump(exclude={"run_name", "max_steps", "device"})
         rollout = data.pop("rollout")
         rollout.pop("vllm")
         default = RolloutConfig().model_dump(exclude={"vllm"})

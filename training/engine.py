@@ -1,14 +1,23 @@
 """The DeepSpeed engine: process-group setup, the DeepSpeed config from a recipe, initialize.
 
-On CPU: DeepSpeed picks its CPU accelerator and the gloo backend by itself;
-without a launcher the RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* variables are set here for one process
-(otherwise it goes looking for mpi4py). Its shared-memory comm op would be JIT-compiled with g++
-on first use (~60 s): it is marked incompatible so gloo is used without compiling anything. The
-optimizer is plain ``torch.optim.AdamW`` handed to ``deepspeed.initialize`` (FusedAdam and
-DeepSpeedCPUAdam compile for minutes). fp16 does not run on CPU: precision is fp32 or bf16.
+Where a process trains is decided by :mod:`training.device` from the recipe's ``device`` and this
+process's ``LOCAL_RANK``: the CPU with gloo, or its own GPU with NCCL (``torch.cuda.set_device``
+before the group exists, so NCCL collectives and ``broadcast_object_list`` use that GPU).
+DeepSpeed's accelerator is set to match (``DS_ACCELERATOR``) before DeepSpeed is imported.
+
+On CPU: without a launcher the RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* variables are set here for one
+process (otherwise DeepSpeed goes looking for mpi4py). Its shared-memory comm op would be
+JIT-compiled with g++ on first use (~60 s): it is marked incompatible so gloo is used without
+compiling anything. fp16 does not run on CPU: precision is fp32 or bf16.
+
+The optimizer, on every device, is plain ``torch.optim.AdamW`` handed to ``deepspeed.initialize``:
+nothing to compile (FusedAdam and DeepSpeedCPUAdam JIT-build for minutes, and need nvcc on a GPU
+machine); on CUDA torch picks its multi-tensor (foreach) kernels by itself. ZeRO-1/2/3 keep their
+fp32 partitions on the engine's device and step them with it.
 
 Two processes: ``torchrun --nproc_per_node 2 -m training.run_grpo --recipe ...`` (each rank sets
-OMP_NUM_THREADS=1); the launcher's environment is used as is.
+OMP_NUM_THREADS=1 on CPU; on a GPU machine one process per GPU); the launcher's environment is
+used as is.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import os
 import socket
 
 from training.config import GRPOConfig
+from training.device import DeviceError, DevicePlan, plan_device, precision_problem, probe_facts
 
 
 def _free_port() -> int:
@@ -26,19 +36,46 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def setup_distributed() -> tuple[int, int]:
-    """Environment for DeepSpeed (one process unless a launcher set it), gloo on CPU; (rank, world)."""
+def local_rank() -> int:
+    """This process's rank on its node (the launcher's LOCAL_RANK; 0 for one process)."""
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
+
+
+def device_plan(requested: str = "auto") -> DevicePlan:
+    """Where this process trains for a recipe's ``device`` (see :mod:`training.device`)."""
+    return plan_device(requested, probe_facts(), local_rank())
+
+
+def check_device(config: GRPOConfig) -> DevicePlan:
+    """The plan for ``config`` on this machine; raises :class:`DeviceError` with the fix when the
+    device or its precision cannot run here (before any rows are loaded or models built)."""
+    facts = probe_facts()
+    plan = plan_device(config.device, facts, local_rank())
+    ds = config.deepspeed
+    problem = precision_problem(plan, facts, precision=ds.precision, autocast_bf16=ds.autocast_bf16,
+                                rollout_dtype=config.rollout_dtype)
+    if problem:
+        raise DeviceError(problem)
+    return plan
+
+
+def setup_distributed(device: str = "auto") -> tuple[int, int]:
+    """Environment for DeepSpeed (one process unless a launcher set it), the process group on the
+    planned device (gloo on CPU, NCCL on this rank's GPU); returns (rank, world)."""
     import torch
 
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
                            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
     os.environ.setdefault("LOCAL_RANK", os.environ["RANK"])
-    on_gpu = torch.cuda.is_available()
-    if not on_gpu:
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    plan = device_plan(device)
+    chosen = os.environ.setdefault("DS_ACCELERATOR", plan.accelerator)
+    if chosen != plan.accelerator:
+        raise DeviceError(f"DS_ACCELERATOR={chosen} but this run trains on {plan.device}: unset DS_ACCELERATOR "
+                          f"or set the recipe's device to match it")
     import deepspeed
     import deepspeed.ops
+    from deepspeed.accelerator import get_accelerator
 
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     try:
@@ -47,11 +84,26 @@ def setup_distributed() -> tuple[int, int]:
         ds_logger.setLevel(logging.WARNING)
     except ImportError:
         pass
-    if not on_gpu:
+    if get_accelerator().device_name() != plan.accelerator:  # chosen once per process, at first use
+        raise DeviceError(f"DeepSpeed already runs on its {get_accelerator().device_name()} accelerator in this "
+                          f"process; train on {plan.device} in a fresh process")
+    if plan.accelerator == "cuda":
+        torch.cuda.set_device(torch.device(plan.device))
+    else:
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False  # skip the g++ JIT build
     if not torch.distributed.is_initialized():
-        deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo", verbose=False)
+        deepspeed.init_distributed(dist_backend=plan.backend, verbose=False)
     return torch.distributed.get_rank(), torch.distributed.get_world_size()
+
+
+def engine_device(engine):
+    """The ``torch.device`` an engine (or a plain module) computes on: every tensor of a step goes there."""
+    device = getattr(engine, "device", None)
+    if device is not None:
+        import torch
+
+        return torch.device(device)
+    return next(engine.parameters()).device
 
 
 def deepspeed_config(config: GRPOConfig, world_size: int, micro_batch: int) -> dict:

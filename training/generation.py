@@ -278,7 +278,7 @@ def decode_batch(model, tokenizer, prompt_ids: list[list[int]], params: Sampling
 
     seeds = resolve_seeds(seeds, params, len(prompt_ids))
     if seeds is None and params.temperature > 0:  # unseeded: fresh seeds from torch's global RNG
-        seeds = torch.randint(0, 2 ** SEED_BITS - 1, (len(prompt_ids), params.n)).tolist()
+        seeds = torch.randint(0, 2 ** SEED_BITS - 1, (len(prompt_ids), params.n), device="cpu").tolist()
     eos = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos), 0)
     stops = _StopChecker(tokenizer, params.stop)
@@ -316,13 +316,9 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
     import torch
     from transformers import DynamicCache
 
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-        attn[row, width - len(prompt):] = 1
-    ids, attn = ids.to(device), attn.to(device)
+    width = max(len(p) for p in prompts)  # left-padded, laid out in Python, one copy to the device
+    ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], dtype=torch.long, device=device)
+    attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long, device=device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
     cache_kw = {cache_argument(model): cache}

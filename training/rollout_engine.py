@@ -11,7 +11,9 @@ methods, which the trainer calls once per step:
 - ``close()``.
 
 :class:`TorchRollouts` decodes with :func:`training.generation.decode_batch` from the policy itself
-or from a copy in ``rollout_dtype`` (``sync`` copies the parameters in). :class:`VllmRollouts`
+or from a copy in ``rollout_dtype`` on the engine's device (``sync`` copies the parameters in);
+under ZeRO-3 always from a full copy, so that ranks whose decode loops stop at different steps
+make no collectives. :class:`VllmRollouts`
 keeps one in-process :class:`training.vllm_engine.VllmEngine` for the whole run (started from the
 policy folder, in ``rollout_dtype``), and ``sync`` streams the DeepSpeed engine's parameters into
 it (:meth:`training.vllm_engine.VllmEngine.load_weights`: in place, never a reload from disk);
@@ -34,6 +36,11 @@ from training.config import GRPOConfig
 from training.generation import DecodedRow, SamplingParams, Seeds, decode_batch, resolve_backend
 
 
+# Elements gathered at once when syncing the rollout copy under ZeRO-3: bounds the extra memory of a
+# sync to ~1 GB in fp32 however large the model, in a few collectives for a small one.
+ZERO3_GATHER_ELEMENTS = 2 ** 28
+
+
 class RolloutEngineError(RuntimeError):
     """The rollout backend a recipe asks for cannot run here; says what to change."""
 
@@ -43,14 +50,21 @@ class TorchRollouts:
 
     name = "torch"
 
-    def __init__(self, engine, config: GRPOConfig, tokenizer):
+    def __init__(self, engine, config: GRPOConfig, tokenizer, device=None):
         import torch
 
         self.tokenizer = tokenizer
+        self.zero3 = config.deepspeed.zero_stage == 3
         module = engine.module
-        current = next(module.parameters()).dtype
         wanted = getattr(torch, config.rollout_dtype)
-        if wanted == current or config.deepspeed.zero_stage == 3:  # ZeRO-3 params live sharded: use hooks
+        if self.zero3:
+            # always a full copy under ZeRO-3: decoding through the sharded policy gathers its
+            # parameters by collectives in every decode step, and ranks stop decoding at different
+            # steps, so their gathers would not pair up (and parameters gathered under
+            # inference_mode became inference tensors that the next backward refused)
+            self.model = zero3_rollout_copy(module, wanted, device or next(module.parameters()).device)
+            return
+        if wanted == next(module.parameters()).dtype:
             self.model = module
             return
         clone = copy.deepcopy(module).to(wanted)
@@ -61,13 +75,30 @@ class TorchRollouts:
         self.model = clone
 
     def sync(self, engine) -> float:
+        """The policy's current weights into the rollout copy. Under ZeRO-3 each rank gathers the
+        shards, a group of parameters at a time: the same collectives, in the same order, on every
+        rank (the parameter list is the model's, not the data's)."""
         import torch
 
         started = time.perf_counter()
-        if self.model is not engine.module:
+        if self.model is engine.module:
+            return time.perf_counter() - started
+        pairs = list(zip(self.model.named_parameters(), engine.module.named_parameters()))
+        if any(dst_name != src_name for (dst_name, _), (src_name, _) in pairs):
+            raise RuntimeError("the rollout copy's parameters do not line up with the policy's")
+        pairs = [(dst, src) for (_, dst), (_, src) in pairs]
+        if not self.zero3:
             with torch.no_grad():
-                for dst, src in zip(self.model.parameters(), engine.module.parameters()):
+                for dst, src in pairs:
                     dst.copy_(src)
+            return time.perf_counter() - started
+        import deepspeed
+
+        for group in _groups_by_size(pairs, ZERO3_GATHER_ELEMENTS):
+            with deepspeed.zero.GatheredParameters([src for _, src in group], modifier_rank=None):
+                with torch.no_grad():
+                    for dst, src in group:
+                        dst.copy_(src)
         return time.perf_counter() - started
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams, seeds: Seeds,
@@ -116,6 +147,47 @@ class VllmRollouts:
         self.engine.close()
 
 
+def _groups_by_size(pairs: list[tuple], budget: int) -> list[list[tuple]]:
+    """Consecutive ``(copy, policy parameter)`` pairs in groups of at most ``budget`` elements (a
+    parameter larger than that is a group of its own); ZeRO-3 parameters count their full size."""
+    groups: list[list[tuple]] = []
+    size = 0
+    for pair in pairs:
+        numel = getattr(pair[1], "ds_numel", None) or pair[1].numel()
+        if not groups or size + numel > budget:
+            groups.append([])
+            size = 0
+        groups[-1].append(pair)
+        size += numel
+    return groups
+
+
+def zero3_rollout_copy(module, dtype, device):
+    """A plain copy of a ZeRO-3 policy, unsharded and free of DeepSpeed's hooks, in ``dtype`` on
+    ``device``: built from the config on the meta device (nothing initialised twice), then
+    allocated there. The buffers (not sharded: e.g. rotary frequencies) are copied now; the
+    parameters, which are shards here, are filled by the trainer's sync before each step."""
+    import copy
+
+    import torch
+
+    config = copy.deepcopy(module.config)
+    config.use_cache = True
+    with torch.device("meta"):
+        clone = type(module)(config)
+    clone = clone.to(dtype).to_empty(device=device)
+    if getattr(config, "tie_word_embeddings", False):
+        clone.tie_weights()  # to_empty gives each module its own tensor: tie them again
+    with torch.no_grad():
+        for (name, dst), (src_name, src) in zip(clone.named_buffers(), module.named_buffers(), strict=True):
+            if name != src_name:
+                raise RuntimeError(f"the rollout copy's buffer {name} does not line up with the policy's {src_name}")
+            dst.copy_(src)
+    if getattr(module, "generation_config", None) is not None:  # its EOS ids end the rollouts
+        clone.generation_config = copy.deepcopy(module.generation_config)
+    return clone.eval().requires_grad_(False)
+
+
 def policy_weights(module, zero3: bool):
     """``(name, tensor)`` for each parameter of ``module`` under its Hugging Face name. Under
     ZeRO-3 a parameter is a shard until gathered: each is gathered in turn and copied out, so at
@@ -132,7 +204,7 @@ def policy_weights(module, zero3: bool):
 
 
 def make_rollout_engine(config: GRPOConfig, engine, tokenizer, *, policy_dir, world: int, home: str | None,
-                        log: Callable[[str], None]) -> Any:
+                        log: Callable[[str], None], device=None) -> Any:
     """The rollout engine the recipe's ``rollout.backend`` means here (see the module docstring)."""
     backend = config.rollout.backend
     if world > 1 and backend != "torch":
@@ -145,4 +217,4 @@ def make_rollout_engine(config: GRPOConfig, engine, tokenizer, *, policy_dir, wo
     log(f"rollouts: {why}")
     if chosen == "vllm":
         return VllmRollouts(str(policy_dir), config, tokenizer, home)
-    return TorchRollouts(engine, config, tokenizer)
+    return TorchRollouts(engine, config, tokenizer, device)

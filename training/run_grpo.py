@@ -59,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     from training.data import TrainingDataError
     from training.rollout_engine import RolloutEngineError
     from training.vllm_engine import VllmUnavailable
+    from training.device import DeviceError
 
     try:
         result = train(config, open_lake(write=True), allow_generate=not args.require_train_set, progress=False,
                        log=lambda m: print(m, file=sys.stderr, flush=True))
-    except (TrainingDataError, RolloutEngineError, VllmUnavailable) as exc:  # one line a caller shows as is
+    except (TrainingDataError, RolloutEngineError, VllmUnavailable, DeviceError) as exc:  # one line a caller (the Dagster asset) shows as is
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
     import torch.distributed as dist

@@ -24,6 +24,14 @@ One step (per process):
 Micro-batch losses are normalised by the whole step's sequence/token counts (all processes), so
 gradient accumulation and data parallelism reproduce the full-batch loss exactly.
 
+Devices: the recipe's ``device`` (:mod:`training.device`) picks the CPU or this rank's GPU; every
+tensor of a step is made on the engine's device, and the reference model and rollout copy live
+there in their own precision. Ranks under ZeRO-3 (parameters sharded, gathered by collectives in
+every forward and backward) stay in step two ways: rollouts sample from a full copy of the policy,
+loaded from the shards before each step, so decode loops that stop at different steps make no
+collectives; and a rank with nothing for a micro-batch runs it on one padding row whose loss
+counts zero, so its forwards and backwards pair with the others'.
+
 Code layout: :meth:`GRPOTrainer.train` loads the rows (they name the run), then ``_setup`` builds a
 :class:`TrainingSession` (process group, mixture, reward composer, DeepSpeed engine with the
 rollout and reference models, autocast, MLflow run), ``_run_steps`` runs the loop (``_step`` per
@@ -183,22 +191,26 @@ class TrainingSession:
     started: float          # time.perf_counter() when train() began (time budget, result seconds)
 
 
-def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool):
-    """Left-padded prompts | right-padded completions, so every completion starts at one column."""
+def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool, device=None):
+    """Left-padded prompts | right-padded completions, so every completion starts at one column.
+
+    The rows are laid out in Python and each tensor is made once, on ``device`` (the engine's: the
+    model and every tensor of a step live there), so a GPU step costs one copy per tensor rather
+    than one per row. ``device`` None is torch's default device (the CPU)."""
     import torch
 
     width_p = max(len(r.prompt_ids) for r in rollouts)
     width_c = max(len(r.completion_ids) for r in rollouts)
-    ids = torch.full((len(rollouts), width_p + width_c), pad_id, dtype=torch.long)
-    attn = torch.zeros_like(ids)
-    loss_mask = torch.zeros((len(rollouts), width_c), dtype=torch.float32)
-    for i, r in enumerate(rollouts):
-        ids[i, width_p - len(r.prompt_ids):width_p] = torch.tensor(r.prompt_ids)
-        attn[i, width_p - len(r.prompt_ids):width_p] = 1
-        ids[i, width_p:width_p + len(r.completion_ids)] = torch.tensor(r.completion_ids)
-        attn[i, width_p:width_p + len(r.completion_ids)] = 1
-        if not (mask_truncated and r.finish_reason == "length"):
-            loss_mask[i, :len(r.completion_ids)] = 1.0
+    ids, attn, loss_mask = [], [], []
+    for r in rollouts:
+        p_pad, c_pad = width_p - len(r.prompt_ids), width_c - len(r.completion_ids)
+        ids.append([pad_id] * p_pad + list(r.prompt_ids) + list(r.completion_ids) + [pad_id] * c_pad)
+        attn.append([0] * p_pad + [1] * (len(r.prompt_ids) + len(r.completion_ids)) + [0] * c_pad)
+        counted = 0.0 if mask_truncated and r.finish_reason == "length" else 1.0
+        loss_mask.append([counted] * len(r.completion_ids) + [0.0] * c_pad)
+    ids = torch.tensor(ids, dtype=torch.long, device=device)
+    attn = torch.tensor(attn, dtype=torch.long, device=device)
+    loss_mask = torch.tensor(loss_mask, dtype=torch.float32, device=device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     return ids, attn, positions, loss_mask, width_c
 
@@ -249,6 +261,8 @@ class GRPOTrainer:
         self.stop_after = stop_after  # for tests: end the process-local loop early, as a kill would
         self.time_budget_s = time_budget_s  # stop (with a checkpoint) after the step that crosses it
         self.run_name = self.run_dir = self.ds_dir = None  # known once the rows are loaded (train)
+        self.plan = None    # where this process trains (training.device), known when train() starts
+        self.device = None  # the engine's torch.device, known once the engine is built
         self.data_fingerprint = ""
         # per step (reset by _step): seconds of sync / reference forward / update, and the
         # rollout/training importance corrections of the step's micro-batches
@@ -298,8 +312,10 @@ class GRPOTrainer:
     def train(self) -> TrainResult:
         """Load the rows (they name the run), set up, run the steps, finish the MLflow run."""
         from domains import get_registry
+        from training.engine import check_device
 
         started = time.perf_counter()
+        self.plan = check_device(self.config)  # a device or precision this machine lacks fails before any work
         registry = self.registry or get_registry()
         data = self._load_rows(registry)
         state = self.load_state()
@@ -342,7 +358,7 @@ class GRPOTrainer:
         # Build/convert the base model before the process group exists: transformers writes model
         # files only on rank 0 of an initialised group, which would leave another rank's build empty.
         policy_path(cfg.policy, self.lake.home)
-        self.rank, self.world = setup_distributed()
+        self.rank, self.world = setup_distributed(cfg.device)
         if self._broadcast(self.data_fingerprint) != self.data_fingerprint:
             raise RuntimeError(f"the train rows changed while the ranks loaded them (run {self.run_name}): "
                                "start the run again")
@@ -371,12 +387,16 @@ class GRPOTrainer:
     def _models(self, start_step: int):
         """``(engine, rollout model, reference model)``: the policy in its DeepSpeed engine (with the
         optimizer and scheduler of ``start_step`` restored when resuming), the model rollouts sample
-        from, and the frozen reference (None when ``beta`` is 0)."""
+        from, and the frozen reference (None when ``beta`` is 0).
+
+        The policy is loaded on the CPU and DeepSpeed moves it to its device; the reference is
+        copied from it before DeepSpeed sees it (under ZeRO-3 its parameters are sharded from then
+        on) and moved to the engine's device in its own precision; the rollout copy is made there."""
         import copy
 
         import torch
 
-        from training.engine import build_engine
+        from training.engine import build_engine, engine_device
         from training.policy import load_policy
 
         cfg = self.config
@@ -393,6 +413,12 @@ class GRPOTrainer:
         model.config.use_cache = False
         engine = build_engine(model, cfg, self.world)
         self.engine = engine
+        self.device = engine_device(engine)
+        if self.plan is not None and self.device.type != self.plan.device_type:
+            raise RuntimeError(f"DeepSpeed placed the policy on {self.device}, but this run was planned for "
+                               f"{self.plan.device} (recipe device {cfg.device!r})")
+        if ref_model is not None:
+            ref_model.to(self.device)
         if start_step > 0:
             self._restore(engine, start_step)
         return engine, self._rollout_model(engine), ref_model
@@ -413,7 +439,7 @@ class GRPOTrainer:
 
         if not self.config.deepspeed.autocast_bf16:
             return contextlib.nullcontext
-        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+        device_type = self.device.type  # the engine's: autocast on "cpu" leaves CUDA matmuls in fp32
         return lambda: torch.autocast(device_type, dtype=torch.bfloat16)
 
     def _start_tracking(self, data: TrainingData, state: dict):
@@ -426,7 +452,8 @@ class GRPOTrainer:
 
             tracker = Tracker(self.tracking_uri, self.artifact_root)
             params = cfg.flat_params() | {"run_name": self.run_name, "data_fingerprint": self.data_fingerprint,
-                                          "rollout.engine": self._rollout_name}
+                                          "rollout.engine": self._rollout_name,
+                                          "device.resolved": str(self.device)}  # e.g. cuda:0 for device auto
             for name, info in data.manifest().items():
                 params.update({f"data.{name}.{key}": str(value) for key, value in info.items()})
             run_id = tracker.start(self.run_name, params,
@@ -506,7 +533,7 @@ class GRPOTrainer:
 
         if self.world == 1:
             return values
-        tensor = torch.tensor(values, dtype=torch.float64)
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)  # NCCL reduces GPU tensors only
         dist.all_reduce(tensor)
         return tensor.tolist()
 
@@ -516,7 +543,7 @@ class GRPOTrainer:
         from training.policy import policy_path
         from training.rollout_engine import make_rollout_engine
 
-        return make_rollout_engine(self.config, engine, self.tokenizer, world=self.world,
+        return make_rollout_engine(self.config, engine, self.tokenizer, world=self.world, device=self.device,
                                    policy_dir=policy_path(self.config.policy, self.lake.home),
                                    home=str(self.lake.home), log=self.log if self.rank == 0 else lambda m: None)
 
@@ -578,7 +605,9 @@ class GRPOTrainer:
         from training.losses import group_advantages, update_rows
 
         cfg = self.config
-        rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float64)
+        # a few floats that come from Python and go back to it: computed on the CPU, whatever the
+        # engine's device (on a GPU they would cost a copy and a sync each way)
+        rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float64, device="cpu")
         stats = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards)
         for r, a in zip(rollouts, stats.advantages.tolist()):
             r.advantage = a
@@ -597,37 +626,52 @@ class GRPOTrainer:
 
     def _update(self, kept: list[Rollout], engine, ref_model, autocast, global_seqs: float, global_tokens: float) -> float:
         """``num_iterations`` passes over the kept rollouts in ``gradient_accumulation_steps``
-        micro-batches, one optimizer step each; returns the step's mean loss."""
+        micro-batches, one optimizer step each; returns the step's mean loss (this rank's share).
+
+        Every rank runs the same forwards and backwards, whatever it kept: a rank with nothing for
+        a micro-batch runs it on one padding row whose loss counts zero. Under ZeRO-3 each forward
+        and backward gathers the sharded parameters with collectives the other ranks wait for (and
+        under ZeRO-1/2 each backward reduces gradients), so skipping one would hang the step."""
+        import torch
+
         cfg = self.config
         gas = cfg.deepspeed.gradient_accumulation_steps
         began = time.perf_counter()
-        # a rank with nothing for a micro-batch still joins its collectives (None: a zero step)
-        batches = [self._micro_batch(chunk, engine, ref_model, autocast) if chunk else None
-                   for chunk in _split(kept, gas)]
+        batches = [self._micro_batch(chunk, engine, ref_model, autocast) if chunk else
+                   self._padding_batch(engine, ref_model, autocast) for chunk in _split(kept, gas)]
         engine.train()
-        total = 0.0
+        losses = []
         scale = gas * self.world  # DeepSpeed divides by gas and averages over ranks
         for iteration in range(cfg.num_iterations):
             for batch in batches:
-                if batch is None:
-                    dummy = sum(p.sum() for p in engine.module.parameters() if p.requires_grad) * 0.0
-                    engine.backward(dummy)
-                    engine.step()
-                    continue
-                loss = self._micro_step(batch, engine, autocast, iteration, scale, global_seqs, global_tokens)
-                total += loss / cfg.num_iterations
+                losses.append(self._micro_step(batch, engine, autocast, iteration, scale, global_seqs, global_tokens))
+        total = float(torch.stack(losses).sum()) / cfg.num_iterations  # one device sync per step
         if self._timings is not None:  # policy forward/backward and optimizer steps, the reference's forward apart
             self._timings["update_s"] = time.perf_counter() - began - self._timings["ref_s"]
         return total
 
+    def _padding_batch(self, engine, ref_model, autocast) -> MicroBatch:
+        """One row of padding (a one-token prompt and completion) with an all-zero loss mask and
+        advantage: its forward and backward make every collective a real micro-batch makes, and
+        its loss and gradients are exactly 0. It carries no rollouts, so nothing is recorded."""
+        pad = self.tokenizer.pad_token_id
+        batch = self._micro_batch([Rollout("", {}, [pad], [pad], "", "stop")], engine, ref_model, autocast)
+        batch.loss_mask.zero_()
+        batch.rollouts = []
+        return batch
+
     def _micro_batch(self, chunk: list[Rollout], engine, ref_model, autocast) -> MicroBatch:
-        """Lay out ``chunk`` and compute what stays fixed across iterations: the reference's
-        log-probs and, when the policy is updated more than once, the old policy's."""
+        """Lay out ``chunk`` on the engine's device and compute what stays fixed across
+        iterations: the reference's log-probs and, when the policy is updated more than once, the
+        old policy's."""
         import torch
 
+        from training.engine import engine_device
+
         cfg = self.config
+        device = engine_device(engine)
         ids, attention, positions, loss_mask, width = build_batch(chunk, self.tokenizer.pad_token_id,
-                                                                  cfg.mask_truncated_completions)
+                                                                  cfg.mask_truncated_completions, device=device)
         ref_logp = None
         if ref_model is not None:
             began = time.perf_counter()
@@ -642,19 +686,19 @@ class GRPOTrainer:
             with torch.no_grad():
                 old_logp, _ = completion_logprobs(engine, ids, attention, positions, width, autocast=autocast,
                                                   temperature=cfg.temperature)
-        advantages = torch.tensor([r.advantage for r in chunk], dtype=torch.float32)
+        advantages = torch.tensor([r.advantage for r in chunk], dtype=torch.float32, device=device)
         rollout_logp = None
-        if all(r.rollout_logprobs is not None for r in chunk):  # the sampler's, for the IS correction
-            rollout_logp = torch.zeros((len(chunk), width), dtype=torch.float32)
-            for i, r in enumerate(chunk):
-                rollout_logp[i, :len(r.rollout_logprobs)] = torch.tensor(r.rollout_logprobs, dtype=torch.float32)
+        if chunk and all(r.rollout_logprobs is not None for r in chunk):  # the sampler's, for the IS correction
+            rollout_logp = torch.tensor([list(r.rollout_logprobs) + [0.0] * (width - len(r.rollout_logprobs))
+                                         for r in chunk], dtype=torch.float32, device=device)
         return MicroBatch(chunk, ids, attention, positions, loss_mask, width, ref_logp, old_logp, advantages,
                           rollout_logp)
 
     def _micro_step(self, batch: MicroBatch, engine, autocast, iteration: int, scale: int,
-                    global_seqs: float, global_tokens: float) -> float:
-        """Loss, backward and optimizer step of one micro-batch; returns its loss. The first
-        iteration also records each rollout's loss, KL, clip fraction and entropy."""
+                    global_seqs: float, global_tokens: float):
+        """Loss, backward and optimizer step of one micro-batch; returns its loss (a detached
+        0-d tensor on the engine's device: reading it here would sync the GPU every micro-batch).
+        The first iteration also records each rollout's loss, KL, clip fraction and entropy."""
         from training.losses import grpo_loss, rollout_correction
 
         cfg = self.config
@@ -680,9 +724,9 @@ class GRPOTrainer:
                                 num_sequences=global_seqs, num_tokens=global_tokens, is_weights=is_weights)
         engine.backward(loss * scale)
         engine.step()
-        if iteration == 0:
+        if iteration == 0 and batch.rollouts:
             self._record_terms(batch.rollouts, terms, batch.loss_mask, entropy)
-        return float(loss.detach())
+        return loss.detach()
 
     def _step_extras(self) -> dict:
         """The step's timings (sync, reference forward, update) and its rollout/training mismatch:
@@ -706,19 +750,26 @@ class GRPOTrainer:
 
     @staticmethod
     def _record_terms(chunk: list[Rollout], terms, mask, entropy) -> None:
+        """Per rollout: mean loss, clip fraction, KL and entropy over its counted tokens, read back
+        from the device in one copy."""
         import torch
 
         with torch.no_grad():
-            tokens = mask.sum(-1).clamp(min=1.0)
-            per_seq_loss = ((terms.per_token_loss.detach() * mask).sum(-1) / tokens).tolist()
-            per_seq_clip = ((terms.clipped.float() * mask).sum(-1) / tokens).tolist()
-            per_seq_kl = (((terms.per_token_kl.detach() * mask).sum(-1) / tokens).tolist()
-                          if terms.per_token_kl is not None else [None] * len(chunk))
-            per_seq_ent = ((entropy * mask).sum(-1) / tokens).tolist() if entropy is not None else [None] * len(chunk)
-        for i, r in enumerate(chunk):
-            if float(mask[i].sum()) == 0:
+            counted = mask.sum(-1)
+            tokens = counted.clamp(min=1.0)
+            missing = torch.full_like(counted, float("nan"))
+
+            def per_seq(values):
+                return missing if values is None else (values.detach().float() * mask).sum(-1) / tokens
+
+            table = torch.stack([counted, per_seq(terms.per_token_loss), per_seq(terms.clipped),
+                                 per_seq(terms.per_token_kl), per_seq(entropy)], dim=1).tolist()
+        for r, (n, loss, clip, kl, ent) in zip(chunk, table):
+            if n == 0:
                 continue  # masked out (truncated): it took no part in the loss
-            r.loss, r.clip_frac, r.kl, r.entropy = per_seq_loss[i], per_seq_clip[i], per_seq_kl[i], per_seq_ent[i]
+            r.loss, r.clip_frac = loss, clip
+            r.kl = None if math.isnan(kl) else kl
+            r.entropy = None if math.isnan(ent) else ent
 
     def _history_rows(self, step: int, rollouts: list[Rollout], zero_var: list[bool], seconds: float,
                       gen_seconds: float, loss_total: float | None) -> list[dict]:

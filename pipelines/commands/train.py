@@ -51,6 +51,7 @@ def run_train(args: argparse.Namespace) -> int:
     from pipelines.settings import open_lake
     from training.config import RecipeError, load_recipe, name_problem
     from training.data import TrainingDataError
+    from training.device import DeviceError
     from training.policy import PolicyError
     from training.rollout_engine import RolloutEngineError
     from training.vllm_engine import VllmUnavailable
@@ -71,6 +72,12 @@ def run_train(args: argparse.Namespace) -> int:
             raise CliError(str(UnknownDomainError(name, registry.names)))
     if not config.domains:
         raise CliError("no domains to train on: pass --domains a,b (see `assay domains list`)")
+    from training.engine import check_device
+
+    try:  # a device (or precision) this machine lacks is refused before the lake is opened
+        check_device(config)
+    except DeviceError as exc:
+        raise CliError(str(exc)) from None
 
     from training.trainer import train
 
@@ -85,7 +92,8 @@ def run_train(args: argparse.Namespace) -> int:
         result = train(config, lake, allow_generate=True, registry=registry, log=log,
                        progress=not args.no_progress and not args.json,
                        time_budget_s=args.max_minutes * 60 if args.max_minutes else None)
-    except (TrainingDataError, PolicyError, UnknownDomainError, RolloutEngineError, VllmUnavailable) as exc:
+    except (TrainingDataError, PolicyError, UnknownDomainError, RolloutEngineError, VllmUnavailable,
+            DeviceError) as exc:
         raise CliError(str(exc)) from None
     payload = result.summary()
     payload.update({"run_name": result.run_name, "steps": result.steps_done, "resumed_from": result.resumed_from,

@@ -58,6 +58,7 @@ def test_tiny_recipe_learns_the_toy_domain_and_tracks_it(tiny_home, toy_registry
     client = MlflowClient(tracking_uri=lake.mlflow_uri)
     run = client.get_run(result.mlflow_run_id)
     assert run.data.params["beta"] == str(config.beta) and run.data.params["loss_type"] == "grpo"
+    assert run.data.params["device"] == "auto" and run.data.params["device.resolved"] == "cpu"  # where it ran
     assert run.info.status == "FINISHED"
     series = client.get_metric_history(result.mlflow_run_id, "reward_mean/toy_digits")
     assert [m.step for m in series] == list(range(1, 31))
@@ -113,6 +114,27 @@ def test_resume_after_stop_reproduces_the_uninterrupted_run(tiny_home, toy_regis
 
     again = _train(interrupted_cfg, toy_registry)  # finished: nothing left to do
     assert again.steps_done == 4 and again.checkpoint == resumed.checkpoint and again.resumed_from == 4
+
+
+def test_zero3_on_one_process_takes_the_same_steps_as_zero0(tiny_home, toy_registry):
+    """Under ZeRO-3 rollouts sample from a full copy of the policy, loaded from the shards before
+    every step (see test_zero3_ranks.py for why). The rewards of steps 2-3 come from rollouts of
+    the updated weights, so a copy that missed a sync shows here (checked: skipping the ZeRO-3 sync
+    moves them by ~0.009), and the update must be ZeRO-0's."""
+    import torch
+
+    settings = dict(domains=["toy_digits"], max_steps=3, num_iterations=2, prompts_per_step=2,
+                    deepspeed={"gradient_accumulation_steps": 2})
+    runs = {stage: _train(load_recipe("tiny", run_name=f"zero{stage}", **{**settings, "deepspeed": {
+        **settings["deepspeed"], "zero_stage": stage}}), toy_registry) for stage in (0, 3)}
+    rewards = {stage: [h["reward_mean"] for h in run.history if h["domain"] == "_all"] for stage, run in runs.items()}
+    assert rewards[3] == pytest.approx(rewards[0], abs=1e-6) and len(rewards[3]) == 3
+    base = _weights(open_lake().home / "models" / "tiny")
+    zero0, zero3 = (_weights(open_lake().checkpoints_dir / runs[stage].checkpoint) for stage in (0, 3))
+    update = sum(float(((zero0[k] - base[k]) ** 2).sum()) for k in base) ** 0.5
+    gap = sum(float(((zero3[k] - zero0[k]) ** 2).sum()) for k in base) ** 0.5
+    assert update > 0.1 and gap < 1e-3 * update, (update, gap)
+    assert all(zero3[k].dtype == torch.float32 for k in zero3)
 
 
 def test_zero_variance_groups_are_counted_and_skipped(tiny_home):
