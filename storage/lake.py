@@ -224,6 +224,7 @@ class Lake:
                         restored.append(target)
                     except (FileExistsError, FileNotFoundError):
                         pass  # a newer version is committed, or another recovery restored it
+                _discard(work)
             shutil.rmtree(work, ignore_errors=True)
         return restored
 
@@ -473,7 +474,20 @@ def _commit_with_aside(staged: Path, final: Path) -> bool:
             return False  # another writer's version arrived in between; ours replaces it next round
         return True
     finally:
-        shutil.rmtree(aside, ignore_errors=True)
+        _discard(aside)
+
+
+def _discard(aside: Path) -> None:
+    """Remove an aside folder without a reader ever listing it half-removed: ``rmtree`` deletes the
+    version inside before the folder, and a reader that lists the aside in between would find no
+    version at all. Renamed to a deleted folder first (readers never look inside those), in one
+    step; a reader that listed it before the rename finds it gone and lists again."""
+    trash = aside.parent / f".deleted-{process_identity.current().token}-{uuid.uuid4().hex[:8]}"
+    try:
+        os.rename(aside, trash)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def _recover_legacy(work: Path) -> list[Path]:
