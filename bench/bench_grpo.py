@@ -37,6 +37,9 @@ import time
 from pathlib import Path
 
 DOMAIN = "math_arith_easy"
+# TRL's vLLM colocate mode: vLLM's share of memory (on CPU, of the machine's RAM, the trainer's
+# included; at 0.3 vLLM's CPU build found no room for a KV cache here)
+TRL_VLLM_MEMORY = 0.5
 
 
 def _load() -> str:
@@ -134,7 +137,7 @@ def run_trl(model_dir: Path, steps: int, use_vllm: bool = False) -> dict:
                 self.lengths.append(logs["completions/mean_length"])
 
     with tempfile.TemporaryDirectory() as out:
-        vllm = {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3} if use_vllm else {}
+        vllm = {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": TRL_VLLM_MEMORY} if use_vllm else {}
         args = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, per_device_train_batch_size=16,
                           num_generations=8, max_completion_length=32, temperature=1.0, beta=0.04,
                           loss_type="grpo", learning_rate=1e-5, max_steps=steps, logging_steps=1,
@@ -230,6 +233,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "2")
+    from pipelines.console import stdout_for_result_only
+
+    # DeepSpeed, TRL and vLLM print to stdout: only the result goes there (the rest to stderr)
+    with stdout_for_result_only() as out:
+        return _run(args, out)
+
+
+def _run(args: argparse.Namespace, out) -> int:
     if args.mode == "learn":
         home = Path(os.environ.get("ASSAY_HOME") or tempfile.mkdtemp(prefix="bench_learn_"))
         os.environ["ASSAY_HOME"] = str(home)
@@ -237,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         print(json.dumps(run_learning(args.steps, args.learning_rate, home, args.prompts_per_step,
-                                      args.max_minutes), indent=2))
+                                      args.max_minutes), indent=2), file=out)
         return 0
     import torch
 
@@ -267,24 +278,26 @@ def main(argv: list[str] | None = None) -> int:
     base = None if missing else results[0]["completion_tokens_per_s"]
     for r in results:
         r["ratio_vs_trl"] = r["completion_tokens_per_s"] / base if base else None
+        # the rows sample different completions (lengths differ): the step-time ratio beside it
+        r["step_time_ratio_vs_trl"] = results[0]["s_per_step"] / r["s_per_step"] if base else None
     load = {"omp_num_threads": os.environ["OMP_NUM_THREADS"], "load_start": load_start, "load_end": _load()}
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps(results, indent=2), file=out)
         print(json.dumps({"notes": notes, **load}), file=sys.stderr)
     else:
         for note in notes:
-            print(note)
+            print(note, file=out)
         print(f"load average {load['load_start']} at start, {load['load_end']} at end, "
-              f"OMP_NUM_THREADS={load['omp_num_threads']}")
+              f"OMP_NUM_THREADS={load['omp_num_threads']}", file=out)
         print(f"{'trainer':34s} {'s/step':>8s} {'tok/s':>8s} {'tokens':>7s} {'vs TRL':>7s}   "
-              "profile s: generation / update / reference / sync / other")
+              "profile s: generation / update / reference / sync / other", file=out)
         for r in results:
             ratio = f"{r['ratio_vs_trl']:6.2f}x" if r["ratio_vs_trl"] is not None else "    n/a"
             p = r.get("profile")
             shown = (f"{p['generation_s']:.2f} / {p['update_s']:.2f} / {p['ref_s']:.2f} / {p['sync_s']:.3f} / "
                      f"{p['other_s']:.2f}") if p else ""
             print(f"{r['trainer']:34s} {r['s_per_step']:8.2f} {r['completion_tokens_per_s']:8.1f} "
-                  f"{r['mean_completion_tokens']:7.1f} {ratio}   {shown}")
+                  f"{r['mean_completion_tokens']:7.1f} {ratio}   {shown}", file=out)
     return 0
 
 
