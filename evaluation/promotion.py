@@ -203,8 +203,10 @@ class PromotionDecision:
     decision_id: str | None = None  # set once recorded in lake table promotions
 
 
-def _fmt(d) -> str:
-    return f"{d.domain} {100 * d.delta:+.1f} pts [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}], p={d.p:.2g}"
+def _fmt(d, with_p: bool = True) -> str:
+    """A domain's change; ``p`` is the one-sided p of a *drop*, so it is left off improvements."""
+    shown = f"{d.domain} {100 * d.delta:+.1f} pts [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]"
+    return shown + (f", p={d.p:.2g}" if with_p else "")
 
 
 def decide_promotion(candidate: str, champion: str | None, reports: dict[str, RegressionReport],
@@ -238,7 +240,7 @@ def decide_promotion(candidate: str, champion: str | None, reports: dict[str, Re
     if main is not None:
         better = [d for d in main.domains if d.ci_low > 0]
         if better:
-            parts.append("improved: " + ", ".join(_fmt(d) for d in better[:10]))
+            parts.append("improved: " + ", ".join(_fmt(d, with_p=False) for d in better[:10]))
         if main.warnings:
             parts.append("warnings (BH): " + ", ".join(_fmt(d) for d in main.warnings[:10]))
     return PromotionDecision(candidate, champion, True, "promoted: " + "; ".join(parts), policy=recorded)

@@ -37,6 +37,9 @@ def test_missing_protected_domain_refuses():
 def test_no_regression_promotes_and_names_improvements():
     decision = decide_promotion("cand", "champ", {"champion": _report(+0.2), "anchor": _report(0.0)})
     assert decision.promoted and "improved: math" in decision.reason
+    # the p of an improvement's drop test (near 1) would read as "not significant": left off
+    improved = decision.reason.split("improved: ", 1)[1].split(";")[0]
+    assert "p=" not in improved and "pts [" in improved
 
 
 def test_anchor_regression_also_refuses_and_champion_is_not_repromoted():
