@@ -69,6 +69,10 @@ class VllmUnavailable(RuntimeError):
     """The vLLM backend cannot run here (not installed, or the model/device is not supported)."""
 
 
+# vLLM's CPU default for tokens per engine step (prefill and decode together)
+CPU_STEP_TOKENS = 4096
+
+
 class VllmSettings(BaseModel):
     """Memory and compilation knobs of a vLLM engine (a recipe's ``rollout.vllm``; sweeps take the
     defaults). They change speed and memory, not what is sampled."""
@@ -184,6 +188,14 @@ class VllmEngine:
         self._dtype = getattr(torch, opts.dtype)
         memory = ({"kv_cache_memory_bytes": int(opts.kv_cache_gib * 2 ** 30)} if self.on_cpu
                   else {"gpu_memory_utilization": opts.gpu_memory_utilization})
+        if self.on_cpu:
+            # No chunked prefill on CPU: a prompt split across engine steps has its first sampled
+            # token discarded, and vLLM (0.32) then rewinds the request's seeded generator by an
+            # offset that CPU generators do not have ("CPU Generator does not use offset"), so
+            # every seeded sample past a step's 4,096-token budget crashed. Whole prompts only,
+            # with a step budget that takes the longest one.
+            memory.update(enable_chunked_prefill=False,
+                          max_num_batched_tokens=max(max_model_len, CPU_STEP_TOKENS))
         eager = self.on_cpu if opts.enforce_eager is None else opts.enforce_eager
         # vLLM re-seeds the global RNGs and (CPU worker) turns torch.set_num_threads into a no-op
         # for the rest of the process: keep the caller's RNG state and thread control.

@@ -157,6 +157,21 @@ def test_a_seeded_sample_is_reproducible_and_independent_of_its_batch(vllm_engin
     assert [[g.token_ids for g in p] for p in derived] == [[g.token_ids for g in p] for p in explicit]
 
 
+def test_seeded_samples_of_more_prompt_tokens_than_one_engine_step_takes(vllm_engine):
+    """vLLM's CPU build crashed here ("CPU Generator does not use offset"): with chunked prefill a
+    prompt split across engine steps has its first sampled token discarded, and vLLM rewinds that
+    request's seeded generator by an offset only CUDA generators have. A sweep with temperature > 0
+    or a GRPO step on long prompts goes past the 4,096-token step budget."""
+    prompts = _prompts(vllm_engine, [f"{i}: {LONG}" for i in range(40)])
+    assert sum(len(ids) for ids in vllm_engine.encode(prompts)) > 2 * 4096
+    params = SamplingParams(max_new_tokens=4, temperature=1.0, n=2)
+    seeds = [[7 * i, 7 * i + 1] for i in range(len(prompts))]
+    full = vllm_engine.generate(prompts, params, seeds)
+    assert all(g.token_ids and g.finish_reason in ("length", "stop") for p in full for g in p)
+    alone = vllm_engine.generate([prompts[-1]], params, [seeds[-1]])  # the same draws, whatever the batch
+    assert [g.token_ids for g in alone[0]] == [g.token_ids for g in full[-1]]
+
+
 def test_a_second_engine_keeps_the_callers_rng_and_threads_and_closes(vllm_engine, tiny_checkpoint):
     import random
 
