@@ -226,14 +226,10 @@ def _hand_rollouts(tok, g: int, rewards: list[float]):
     return rollouts
 
 
-@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
-@pytest.mark.parametrize("skip", [False, True])
-def test_step_loss_and_gradient_match_trl_formula_in_float64(tiny_home, loss_type, skip):
-    """One real update (tiny policy, DeepSpeed engine, 2 micro-batches, temperature 0.7, a reference
-    that differs from the policy): the step's loss and gradient equal TRL's formula in float64 over
-    the whole batch (skip off: the zero-variance group's KL and its share of the normaliser
-    included), or over the kept groups only (skip on)."""
-    import contextlib
+def exact_update_rig(config, home):
+    """What a float64 check of one real update needs: the tiny policy in a DeepSpeed engine, a
+    trainer bound to it, a reference that differs from the policy (seeded noise), float64 copies
+    of both, and the gradient each parameter accumulates (filled by the update)."""
     import copy
 
     import torch
@@ -242,11 +238,7 @@ def test_step_loss_and_gradient_match_trl_formula_in_float64(tiny_home, loss_typ
     from training.policy import load_policy
     from training.trainer import GRPOTrainer
 
-    g, temperature, beta = 4, 0.7, 0.1
-    config = load_recipe("tiny", loss_type=loss_type, skip_zero_variance_groups=skip, temperature=temperature,
-                         beta=beta, prompts_per_step=3, num_generations=g, max_completion_length=8,
-                         max_grad_norm=0.0, deepspeed={"gradient_accumulation_steps": 2}, run_name="exact")
-    model, tok = load_policy("tiny", dtype="float32", home=tiny_home)
+    model, tok = load_policy("tiny", dtype="float32", home=home)
     torch.manual_seed(0)
     ref = copy.deepcopy(model).eval().requires_grad_(False)
     with torch.no_grad():
@@ -261,6 +253,25 @@ def test_step_loss_and_gradient_match_trl_formula_in_float64(tiny_home, loss_typ
     grads = {}
     for name, p in engine.module.named_parameters():
         p.register_post_accumulate_grad_hook(lambda p, name=name: grads.__setitem__(name, p.grad.detach().clone()))
+    return engine, trainer, tok, ref, model64, ref64, grads
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("skip", [False, True])
+def test_step_loss_and_gradient_match_trl_formula_in_float64(tiny_home, loss_type, skip):
+    """One real update (tiny policy, DeepSpeed engine, 2 micro-batches, temperature 0.7, a reference
+    that differs from the policy): the step's loss and gradient equal TRL's formula in float64 over
+    the whole batch (skip off: the zero-variance group's KL and its share of the normaliser
+    included), or over the kept groups only (skip on)."""
+    import contextlib
+
+    import torch
+
+    g, temperature, beta = 4, 0.7, 0.1
+    config = load_recipe("tiny", loss_type=loss_type, skip_zero_variance_groups=skip, temperature=temperature,
+                         beta=beta, prompts_per_step=3, num_generations=g, max_completion_length=8,
+                         max_grad_norm=0.0, deepspeed={"gradient_accumulation_steps": 2}, run_name="exact")
+    engine, trainer, tok, ref, model64, ref64, grads = exact_update_rig(config, tiny_home)
 
     rewards = [1.0, 0.0, 0.5, 0.0, 0.3, 0.3, 0.3, 0.3, 0.2, 0.9, 0.9, 0.1]  # group 1 has no variance
     rollouts = _hand_rollouts(tok, g, rewards)

@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.settings import open_lake
 from tests.conftest import run_cli, write_plugin
-from tests.training.test_trainer import _hand_rollouts, _train, toy_registry  # noqa: F401 (a fixture)
+from tests.training.test_trainer import _hand_rollouts, _train, exact_update_rig, toy_registry  # noqa: F401 (a fixture)
 from training.config import load_recipe
 from training.launch import INHERITED_DIST_ENV
 
@@ -24,34 +24,15 @@ def test_the_importance_correction_in_a_real_update_matches_the_float64_formula(
     token's policy-gradient term weighted by Yao et al.'s truncated ratio (or TRL's sequence mask)
     of pi_train before the update over pi_rollout; the KL term is not weighted."""
     import contextlib
-    import copy
 
     import torch
-
-    from training.engine import build_engine, setup_distributed
-    from training.policy import load_policy
-    from training.trainer import GRPOTrainer
 
     g, temperature, beta, cap = 4, 0.7, 0.1, 1.15
     config = load_recipe("tiny", temperature=temperature, beta=beta, prompts_per_step=3, num_generations=g,
                          max_completion_length=8, max_grad_norm=0.0, deepspeed={"gradient_accumulation_steps": 2},
                          run_name="is", skip_zero_variance_groups=True,
                          rollout={"importance_sampling": mode, "importance_sampling_cap": cap})
-    model, tok = load_policy("tiny", dtype="float32", home=tiny_home)
-    torch.manual_seed(0)
-    ref = copy.deepcopy(model).eval().requires_grad_(False)
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    model64, ref64 = copy.deepcopy(model).double(), copy.deepcopy(ref).double()
-    model.config.use_cache = False
-    rank, world = setup_distributed()
-    engine = build_engine(model, config, world)
-    trainer = GRPOTrainer(config, open_lake(), open_lake().mlflow_uri)
-    trainer.rank, trainer.world, trainer.tokenizer = rank, world, tok
-    grads = {}
-    for name, p in engine.module.named_parameters():
-        p.register_post_accumulate_grad_hook(lambda p, name=name: grads.__setitem__(name, p.grad.detach().clone()))
+    engine, trainer, tok, ref, model64, ref64, grads = exact_update_rig(config, tiny_home)
 
     rewards = [1.0, 0.0, 0.5, 0.0, 0.3, 0.3, 0.3, 0.3, 0.2, 0.9, 0.9, 0.1]  # group 1 has no variance
     rollouts = _hand_rollouts(tok, g, rewards)
