@@ -23,8 +23,9 @@ def reference_advantages(rewards: np.ndarray, g: int, scale: str) -> np.ndarray:
     return out
 
 
-def reference_loss(logp, old, ref, adv, mask, loss_type, beta, eps_low, eps_high, max_len) -> float:
-    """Token by token, in plain float64 Python, straight from the papers' definitions."""
+def reference_loss(logp, old, ref, adv, mask, loss_type, beta, eps_low, eps_high, max_len, is_weights=None) -> float:
+    """Token by token, in plain float64 Python, straight from the papers' definitions;
+    ``is_weights`` (b x t) weight each token's policy-gradient term, never the KL term."""
     b, t = logp.shape
     per_token = np.zeros((b, t))
     for i in range(b):
@@ -33,7 +34,8 @@ def reference_loss(logp, old, ref, adv, mask, loss_type, beta, eps_low, eps_high
             clipped = min(max(ratio, 1 - eps_low), 1 + eps_high)
             surrogate = min(ratio * adv[i], clipped * adv[i])
             kl = np.exp(ref[i, j] - logp[i, j]) - (ref[i, j] - logp[i, j]) - 1
-            per_token[i, j] = -surrogate + beta * kl
+            weight = 1.0 if is_weights is None else is_weights[i, j]
+            per_token[i, j] = -weight * surrogate + beta * kl
     if loss_type == "grpo":  # Shao et al.: mean over sequences of the per-sequence token mean
         return float(np.mean([(per_token[i] * mask[i]).sum() / max(mask[i].sum(), 1) for i in range(b)]))
     if loss_type == "dr_grpo":  # Liu et al.: constant normaliser, no length bias
@@ -233,20 +235,7 @@ def test_importance_weighted_loss_matches_float64_reference(mode, loss_type):
     assert 0 < correction.corrected_frac < 1, "the batch should have weights on both sides of the cap"
 
     def reference(logp_):
-        b, n = logp_.shape
-        per_token = np.zeros((b, n))
-        for i in range(b):
-            for j in range(n):
-                ratio = np.exp(logp_[i, j] - old[i, j])
-                clipped = min(max(ratio, 1 - eps_low), 1 + eps_high)
-                surrogate = min(ratio * adv[i], clipped * adv[i])
-                kl = np.exp(ref[i, j] - logp_[i, j]) - (ref[i, j] - logp_[i, j]) - 1
-                per_token[i, j] = -w[i, j] * surrogate + beta * kl  # the KL term is not weighted
-        if loss_type == "grpo":
-            return float(np.mean([(per_token[i] * mask[i]).sum() / max(mask[i].sum(), 1) for i in range(b)]))
-        if loss_type == "dr_grpo":
-            return float((per_token * mask).sum() / (b * max_len))
-        return float((per_token * mask).sum() / mask.sum())
+        return reference_loss(logp_, old, ref, adv, mask, loss_type, beta, eps_low, eps_high, max_len, is_weights=w)
 
     logp_t = t(logp).requires_grad_(True)
     loss, _ = grpo_loss(logp_t, t(old), t(ref), t(adv), t(mask), loss_type=loss_type, beta=beta, epsilon=eps_low,
