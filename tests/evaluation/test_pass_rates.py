@@ -153,3 +153,28 @@ def test_items_come_from_the_lake_when_ingested_else_from_the_domain(assay_home)
     items, source = train_items(lake, domain, 4)
     assert source == "lake" and [i["id"] for i in items] == admitted[:4]
     assert all(isinstance(i["metadata"], dict) and i["answer"] for i in items)
+
+
+def test_the_gate_hook_measures_difficulty_on_the_policy(tiny_home):
+    """register_pass_rate_estimator(pass_rate_estimator(...)): the batch gates' difficulty comes from
+    the policy's cached pass rates, judged by the same verdict."""
+    from evaluation.pass_rates import pass_rate_estimator
+    from quality import difficulty
+
+    lake = Lake.at(tiny_home)
+    domain = _domain("hook")
+    rows = pl.DataFrame([{**item, "metadata": "{}"} for item in _items("hook-train", 3)])
+    difficulty.register_pass_rate_estimator(
+        pass_rate_estimator(lake, lake.mlflow_uri, "base-tiny", config=PassRateConfig(**CFG), backend="torch",
+                            dtype="float32"), k=2)
+    try:
+        frame = difficulty.estimate_difficulty(domain, rows)
+    finally:
+        difficulty.register_pass_rate_estimator(None)
+    stored = lake.read("pass_rates").sort("item_id")
+    assert stored["checkpoint"].unique().to_list() == ["base-tiny"] and stored["samples"].to_list() == [2, 2, 2]
+    assert frame["method"].to_list() == ["policy_pass_rate"] * 3 and frame["k"].to_list() == [2] * 3
+    assert frame.sort("id")["pass_rate"].to_list() == stored["pass_rate"].to_list()
+    band = difficulty.Band.for_domain(domain)
+    assert frame.sort("id")["in_band"].to_list() == [
+        difficulty.pass_rate_verdict(p, 2, band) == "in_band" for p in stored["passes"].to_list()]
