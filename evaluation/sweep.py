@@ -305,7 +305,7 @@ def sample_seed(seed: int, domain: str, item_id: str, sample_idx: int, gen_confi
 
 
 def generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
-                        gen_config: str, seed: int) -> pl.DataFrame:
+                       gen_config: str, seed: int) -> pl.DataFrame:
     """Generate the missing samples of ``chunk`` (grouped by how many each item misses, so each
     engine call shares one prefill per item) and score them in one ``Domain.safe_score_many`` call.
     ``seed``: the sweep's base seed."""
