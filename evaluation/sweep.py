@@ -74,6 +74,7 @@ from storage.lake import Lake
 from storage.tables import RESULTS, SWEEP_SUMMARY, conform
 
 CLUSTER_KEYS = ("cluster_id", "template")
+PASS_SCORE = 1.0  # a sample passes when it earns full credit (pass@k, policy pass rates)
 
 
 class SweepError(RuntimeError):
@@ -141,7 +142,7 @@ def summarize(rows: pl.DataFrame, *, k: int | None = None) -> dict:
 
     per_item = rows.group_by("item_id").agg(
         pl.col("score").mean().alias("mean"), pl.len().alias("n"),
-        (pl.col("score") >= 1.0).sum().alias("passes"),
+        (pl.col("score") >= PASS_SCORE).sum().alias("passes"),
         pl.col("cluster_id").drop_nulls().first().alias("cluster_id")).sort("item_id")
     n_items = per_item.height
     k_used = int(per_item["n"].min()) if k is None else k
@@ -198,7 +199,7 @@ def generation_config(params, prompt_format: str) -> tuple[str, str]:
     return gen_identity(fields)
 
 
-def _check_prompt_format(engine, prompt_format: str) -> None:
+def check_prompt_format(engine, prompt_format: str) -> None:
     """The cache key must describe what the engine really does to prompts."""
     from training.prompts import prompt_format_of_engine
 
@@ -261,8 +262,8 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
                 if engine is None:
                     log(f"loading the model for {checkpoint}")
                     engine = engine_factory()
-                    _check_prompt_format(engine, prompt_format)
-                rows = _generate_and_score(engine, domain, chunk, params, checkpoint, gen_config, config.seed)
+                    check_prompt_format(engine, prompt_format)
+                rows = generate_and_score(engine, domain, chunk, params, checkpoint, gen_config, config.seed)
                 rows = rows.with_columns(pl.lit(gen_params, dtype=pl.Utf8).alias("gen_params"),
                                          pl.lit(engine_identity(engine), dtype=pl.Utf8).alias("engine"))
                 lake.write_batch("results", {"checkpoint": checkpoint, "domain": domain.name,
@@ -303,8 +304,8 @@ def sample_seed(seed: int, domain: str, item_id: str, sample_idx: int, gen_confi
     return derive_seed("assay.sweep", seed, domain, item_id, sample_idx, gen_config)
 
 
-def _generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
-                        gen_config: str, seed: int) -> pl.DataFrame:
+def generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
+                       gen_config: str, seed: int) -> pl.DataFrame:
     """Generate the missing samples of ``chunk`` (grouped by how many each item misses, so each
     engine call shares one prefill per item) and score them in one ``Domain.safe_score_many`` call.
     ``seed``: the sweep's base seed."""

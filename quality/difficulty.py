@@ -11,8 +11,9 @@ distribution with the last accepted batch (quantiles). Rows outside the band are
 Estimators, first match wins:
 
 1. ``policy_pass_rate``: a pass-rate function registered with :func:`register_pass_rate_estimator`
-   (the rollout engine: sample ``k`` completions per item, score them with the domain). This is
-   the hook the training stage fills; nothing else changes when it does.
+   (:func:`evaluation.pass_rates.pass_rate_estimator`: ``k`` seeded samples of a named policy per
+   item, scored by the domain, cached in lake table ``pass_rates``). An item is judged by
+   :func:`pass_rate_verdict`.
 2. ``metadata``: the item's own ``metadata["difficulty"]`` when it is a number in [0, 1].
 3. ``heuristic``: a documented stand-in until (1) exists. A small policy's pass rate falls with
    the work an item asks for, so the heuristic combines three saturating signals:
@@ -56,6 +57,29 @@ class Band:
         return cls(threshold(ctx, "difficulty_min", DEFAULT_BAND[0]), threshold(ctx, "difficulty_max", DEFAULT_BAND[1]))
 
 
+IN_BAND, TOO_EASY, TOO_HARD = "in_band", "too_easy", "too_hard"
+VERDICTS = (IN_BAND, TOO_EASY, TOO_HARD)
+
+
+def pass_rate_verdict(passes: int, samples: int, band: Band) -> str:
+    """``in_band``, ``too_easy`` or ``too_hard`` for an item ``passes`` of whose ``samples`` samples
+    passed. All passing or all failing is out of band whatever the band says: every reward of the
+    item's GRPO group is then equal and its advantages are zero. Otherwise the difficulty
+    ``1 - passes/samples`` must lie in ``[band.low, band.high]`` (edges included)."""
+    if samples < 1 or not 0 <= passes <= samples:
+        raise ValueError(f"{passes} passes of {samples} samples: need samples >= 1 and 0 <= passes <= samples")
+    if passes == samples:
+        return TOO_EASY
+    if passes == 0:
+        return TOO_HARD
+    difficulty = 1.0 - passes / samples
+    if difficulty < band.low:
+        return TOO_EASY
+    if difficulty > band.high:
+        return TOO_HARD
+    return IN_BAND
+
+
 def heuristic_difficulty(frame: pl.DataFrame) -> pl.Series:
     f = lambda x, h: x / (x + h)  # noqa: E731
     feats = frame.select(
@@ -87,21 +111,26 @@ def estimate_difficulty(domain: Any, rows: pl.DataFrame, band: Band | None = Non
     if _ESTIMATOR and n:
         k = int(_ESTIMATOR["k"])
         rates = np.asarray(_ESTIMATOR["fn"](domain, rows.to_dicts(), k), dtype=float)
+        if rates.shape != (n,) or not np.all((rates >= 0) & (rates <= 1)):  # NaN fails too
+            raise ValueError(f"the pass-rate estimator returned {rates.tolist()!r:.200} for {n} items; "
+                             "it must return one rate in [0, 1] per item")
         diff, pass_rate, method = 1.0 - rates, rates, ["policy_pass_rate"] * n
         ks = [k] * n
+        in_band = np.array([pass_rate_verdict(int(round(r * k)), k, band) == IN_BAND for r in rates], dtype=bool)
     else:
         heur = heuristic_difficulty(rows).to_numpy() if n else np.zeros(0)
         metas = [_metadata_difficulty(m) for m in rows["metadata"].to_list()] if "metadata" in rows.columns else [None] * n
         diff = np.array([m if m is not None else h for m, h in zip(metas, heur)], dtype=float)
         method = ["metadata" if m is not None else "heuristic" for m in metas]
         pass_rate, ks = [None] * n, [None] * n
+        in_band = (diff >= band.low) & (diff <= band.high)
     return pl.DataFrame({
         "id": rows["id"] if n else pl.Series([], dtype=pl.Utf8),
         "difficulty": pl.Series(diff, dtype=pl.Float64),
         "pass_rate": pl.Series(list(pass_rate), dtype=pl.Float64),
         "k": pl.Series(ks, dtype=pl.Int64),
         "method": pl.Series(method, dtype=pl.Utf8),
-        "in_band": pl.Series((diff >= band.low) & (diff <= band.high), dtype=pl.Boolean),
+        "in_band": pl.Series(in_band, dtype=pl.Boolean),
     })
 
 

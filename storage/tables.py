@@ -98,6 +98,16 @@ SWEEP_SUMMARY = {
     "gen_params": pl.Utf8,
 }
 
+# pass_rates/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet  -- one row per (policy checkpoint,
+# train item, K, generation config): how many of the policy's K seeded samples passed (score == 1,
+# as in sweeps). The cache key is (checkpoint, domain, item_id, samples, gen_config); gen_params and
+# engine as in RESULTS. Written by evaluation.pass_rates, one batch per computation.
+PASS_RATES = {
+    "checkpoint": pl.Utf8, "domain": pl.Utf8, "item_id": pl.Utf8, "samples": pl.Int64, "passes": pl.Int64,
+    "pass_rate": pl.Float64, "mean_score": pl.Float64, "gen_config": pl.Utf8, "gen_params": pl.Utf8,
+    "engine": pl.Utf8, "created_at": pl.Utf8,
+}
+
 # regression/candidate=<c>/baseline=<b>/part.parquet  -- one row per domain of one comparison
 # verdict: ok | warn | regression | underpowered | not_comparable. underpowered: the domain's test
 # cannot reject at alpha (mde is then null: infinite); p_min: the smallest p it can produce.

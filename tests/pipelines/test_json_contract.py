@@ -73,6 +73,11 @@ CASES = {
                   "--max-new-tokens", "4", "--dtype", "float32"), {0},
                  lambda d: {"checkpoint", "domains", "generated", "cached", "mlflow_run_id"} <= set(d)
                  and d["domains"][0]["domain"] == "plug"),
+    ("difficulty",): (("plug", "--policy", "base-tiny", "--limit", "2", "--samples", "2", "--max-new-tokens", "4",
+                       "--dtype", "float32"), {0},
+                      # the domain's admitted train rows: the one row `ingest` admitted above
+                      lambda d: isinstance(d, list) and len(d) == 1
+                      and all(set(r) == {"id", "pass_rate", "samples", "verdict"} and r["samples"] == 2 for r in d)),
     ("regress",): (("--baseline", "{root}/base.parquet", "--candidate", "{root}/cand.parquet"), {0, 1},
                    lambda d: {"domains", "missing", "summary"} <= set(d) and d["domains"][0]["domain"] == "plug"),
     ("demo",): (("--recipe", "tiny", "--domains", "math_arith_easy", "--train-samples", "16", "--steps", "2",
