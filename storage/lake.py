@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import io
 import json
 import os
 import re
@@ -259,10 +260,16 @@ class Lake:
                 path = version.folder / f"{name}.parquet"
                 values = _partition_values(path, base)
                 try:
-                    frame = pl.read_parquet(path, columns=None if wanted is None else
-                                            [c for c in wanted if c not in values])
+                    # one open, read whole: polars may open a path more than once (footer, then
+                    # pages), and a writer swapping the batch in between hands it the footer of one
+                    # version and the pages of the other ("wrong page size"); an open file is one
+                    # version, whatever is committed after
+                    with open(path, "rb") as handle:
+                        data = handle.read()
                 except FileNotFoundError:
                     raise _Changed(path) from None
+                frame = pl.read_parquet(io.BytesIO(data), columns=None if wanted is None else
+                                        [c for c in wanted if c not in values])
                 extra = {k: v for k, v in values.items()
                          if k not in frame.columns and (wanted is None or k in wanted)}
                 frame = frame.with_columns([pl.lit(v).alias(k) for k, v in extra.items()])
@@ -360,12 +367,18 @@ def _list_versions(table: str, folder: Path, must_exist: bool, identify: bool) -
     ``.replaced-*`` aside whose partition is absent: that is the committed version mid-replace.
     A folder that vanishes while being listed raises ``_Changed`` (a writer moved it: list again)."""
     try:
-        identity = _identity(os.stat(folder)) if identify else None  # before listing: a swap after it shows
+        before = _identity(os.stat(folder))  # before listing: a swap after it shows
         entries = list(os.scandir(folder))
+        # A listing that began on a version a writer then swapped out reads that folder while its
+        # files are being removed (the replaced version is deleted right after the swap), so it can
+        # come back partial or empty: the folder at this path must be the same one afterwards.
+        if _identity(os.stat(folder)) != before:
+            raise _Changed(folder)
     except FileNotFoundError:
         if must_exist:
             raise _Changed(folder) from None
         return []
+    identity = before if identify else None
     names = {e.name for e in entries}
     versions: list[_Version] = []
     parquet = []

@@ -352,3 +352,47 @@ def test_a_query_over_two_files_of_a_batch_swapped_meanwhile_runs_again(assay_ho
     bound.clear()
     assert lake.sql("select sum(v) as s from samples")["s"].to_list() == [4]
     assert bound == [["samples"]], "one file per batch cannot mix versions: one run, only the named view bound"
+
+
+def test_reads_during_replaces_of_different_sizes_see_one_whole_version(assay_home, swap):
+    """A writer replaces one batch non-stop with a 10-row and a 20,000-row version while a reader
+    reads the table. Two ways a reader used to get it wrong: polars opened the file twice (footer,
+    then pages) and met the other version's file in between (`ComputeError: ... wrong page size`,
+    or a panic inside polars); and a listing that began on the version being swapped out read its
+    folder while its files were deleted, so the batch came back empty. Every read must be one
+    whole version."""
+    import time
+
+    lake = Lake.at()
+    small = pl.DataFrame({"v": list(range(10)), "s": ["x"] * 10})
+    big = pl.DataFrame({"v": list(range(20_000)), "s": [f"row {i} " * 5 for i in range(20_000)]})
+    lake.write_batch("t", {"batch": "shared"}, {"part": small})
+    stop = threading.Event()
+    problems: list[str] = []
+    reads = [0]
+
+    def writer():
+        for i in range(10 ** 6):
+            if stop.is_set():
+                return
+            lake.write_batch("t", {"batch": "shared"}, {"part": big if i % 2 else small})
+
+    def reader():
+        while not stop.is_set():
+            try:
+                height = lake.read("t").height
+                if height not in (10, 20_000):
+                    problems.append(f"read {height} rows")
+            except BaseException as exc:  # reported by the assertion below (a polars panic included)
+                problems.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+            reads[0] += 1
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    time.sleep(6)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert reads[0] > 100, "the reader should have raced the writer many times"
+    assert problems == [], problems[:5]
