@@ -367,18 +367,20 @@ def _list_versions(table: str, folder: Path, must_exist: bool, identify: bool) -
     ``.replaced-*`` aside whose partition is absent: that is the committed version mid-replace.
     A folder that vanishes while being listed raises ``_Changed`` (a writer moved it: list again)."""
     try:
-        before = _identity(os.stat(folder))  # before listing: a swap after it shows
+        before = os.stat(folder)  # before listing: a swap after it shows
         entries = list(os.scandir(folder))
         # A listing that began on a version a writer then swapped out reads that folder while its
         # files are being removed (the replaced version is deleted right after the swap), so it can
-        # come back partial or empty: the folder at this path must be the same one afterwards.
-        if _identity(os.stat(folder)) != before:
+        # come back partial or empty: the folder at this path must be the same one afterwards. The
+        # inode says which folder it is (its ctime also moves whenever a writer adds a work folder
+        # beside its partitions, which is no reason to list again).
+        if os.stat(folder).st_ino != before.st_ino:
             raise _Changed(folder)
     except FileNotFoundError:
         if must_exist:
             raise _Changed(folder) from None
         return []
-    identity = before if identify else None
+    identity = _identity(before) if identify else None
     names = {e.name for e in entries}
     versions: list[_Version] = []
     parquet = []
