@@ -308,8 +308,9 @@ class Lake:
             views = _view_files(versions)
             named = {v for v in views if re.search(rf"(?<!\w){re.escape(v)}(?!\w)", query, re.IGNORECASE)}
             views = {v: f for v, f in views.items() if v in named} if named else views
-            con = _connect(views)
+            con = None
             try:
+                con = _connect(views)  # binding a view checks its files exist: a file can go here too
                 relation = con.sql(query)  # duckdb 2.x: execute() returns the connection, sql() a relation
                 frame = relation.pl() if relation is not None else pl.DataFrame()
             except duckdb.IOException as exc:
@@ -318,7 +319,8 @@ class Lake:
                     raise _Changed(message) from None  # a lake file went away after it was listed
                 raise
             finally:
-                con.close()
+                if con is not None:
+                    con.close()
             files_read = Counter(path.parent for files in views.values() for path in files)
             if any(not v.unchanged() for v in versions if files_read[v.folder] > 1):
                 raise _Changed("a batch read twice was replaced meanwhile")
@@ -422,12 +424,16 @@ def _connect(views: Mapping[str, list[Path]]):
     import duckdb
 
     con = duckdb.connect(":memory:")
-    for view, files in views.items():
-        listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-        con.execute(
-            f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], '
-            "hive_partitioning=true, union_by_name=true)"
-        )
+    try:
+        for view, files in views.items():
+            listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            con.execute(
+                f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], '
+                "hive_partitioning=true, union_by_name=true)"
+            )
+    except BaseException:
+        con.close()
+        raise
     return con
 
 

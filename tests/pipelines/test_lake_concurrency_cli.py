@@ -62,7 +62,8 @@ def _finish(proc: subprocess.Popen, quiet: bool = True, timeout: float = 600) ->
     """Wait for ``proc``: exit 0 and nothing on stderr (``quiet=False``: progress lines, no error)."""
     out, err = proc.communicate(timeout=timeout)
     problems = err.strip() if quiet else re.findall(r"(?im)^.*(?:error|traceback|exception|warning).*$", err)
-    assert proc.returncode == 0 and not problems, (proc.args, proc.returncode, err[-3000:])
+    if proc.returncode != 0 or problems:  # pytest.fail prints the whole stderr tail (an assert's repr is cut)
+        pytest.fail(f"{' '.join(proc.args[1:4])} exited {proc.returncode}; stderr:\n{err[-3000:]}")
     return out, err
 
 

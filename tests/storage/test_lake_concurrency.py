@@ -396,3 +396,24 @@ def test_reads_during_replaces_of_different_sizes_see_one_whole_version(assay_ho
         t.join()
     assert reads[0] > 100, "the reader should have raced the writer many times"
     assert problems == [], problems[:5]
+
+
+def test_sql_lists_again_when_a_listed_file_is_gone_before_its_view_binds(assay_home, monkeypatch):
+    """DuckDB checks a view's files when the view is created: a file a writer removed between the
+    listing and that moment (a discarded aside, a replaced version) must send the query back to a
+    fresh listing, not out as an IO error (it did, from a reader under load)."""
+    lake = Lake.at()
+    lake.write_batch("t", {"batch": "a"}, {"part": pl.DataFrame({"v": [1, 2, 3]})})
+    real = lake_module._view_files
+    listings = []
+
+    def first_listing_is_stale(versions):
+        views = real(versions)
+        listings.append(views)
+        if len(listings) == 1:
+            views = {name: files + [lake.root / "t" / "batch=gone" / "part.parquet"] for name, files in views.items()}
+        return views
+
+    monkeypatch.setattr(lake_module, "_view_files", first_listing_is_stale)
+    assert lake.sql("select count(*) as n from t")["n"].to_list() == [3]
+    assert len(listings) == 2
