@@ -36,8 +36,8 @@ from typing import Any, Callable, Sequence
 import polars as pl
 
 from evaluation.pass_rate_config import PassRateConfig
-from evaluation.sweep import (PASS_SCORE, SweepError, check_prompt_format, engine_identity, generate_and_score,
-                              generation_config)
+from evaluation.sweep import (PASS_SCORE, SweepError, check_prompt_format, engine_factory_for, engine_identity,
+                              generate_and_score, generation_config)
 from quality.difficulty import Band, pass_rate_verdict
 from storage.lake import Lake
 from storage.tables import PASS_RATES, SAMPLES, conform
@@ -202,14 +202,7 @@ def policy_pass_rates(lake: Lake, tracking_uri: str, ref: str, domain, items: Se
     if items is None:
         items, source = train_items(lake, domain, config.limit)
 
-    def factory():
-        from training.generation import make_engine, resolve_backend
-
-        chosen, why = resolve_backend(backend, record.path)
-        if log:
-            log(f"generation engine: {why}")
-        return make_engine(record.path, chosen, dtype=dtype, home=str(lake.home), **engine_options)
-
+    factory = engine_factory_for(record.path, lake, backend=backend, dtype=dtype, log=log, **engine_options)
     result = measure_pass_rates(lake, record.checkpoint, domain, items, factory, config,
                                 prompt_format=prompt_format_of_folder(record.path))
     result.source = source

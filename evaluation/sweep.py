@@ -396,6 +396,22 @@ def log_sweep_to_mlflow(result: SweepResult, tracking_uri: str, *, artifact_root
 
 # -- the one call the CLI, Dagster and the demo make ---------------------------------------------
 
+def engine_factory_for(model_dir, lake: Lake, *, backend: str, dtype: str,
+                       log: Callable[[str], None] | None = None, **engine_options) -> EngineFactory:
+    """``() -> engine`` for a checkpoint folder: ``backend`` resolved (torch | vllm | auto, said in
+    ``log``) only when called, i.e. only if some sample has to be generated."""
+
+    def factory():
+        from training.generation import make_engine, resolve_backend
+
+        chosen, why = resolve_backend(backend, model_dir)
+        if log:
+            log(f"generation engine: {why}")
+        return make_engine(model_dir, chosen, dtype=dtype, home=str(lake.home), **engine_options)
+
+    return factory
+
+
 def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence, *,
                      config: SweepConfig = SweepConfig(), backend: str = "auto", dtype: str = "bfloat16",
                      artifact_root: str | None = None, log_mlflow: bool = True,
@@ -409,13 +425,7 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
     # (registering the base pseudo-checkpoint handles MLflow's global-URI quirk itself, scoped)
     record = resolve_checkpoint(ref, lake, tracking_uri)
 
-    def factory():
-        from training.generation import make_engine, resolve_backend
-
-        chosen, why = resolve_backend(backend, record.path)
-        if log:
-            log(f"generation engine: {why}")
-        return make_engine(record.path, chosen, dtype=dtype, home=str(lake.home), **engine_options)
+    factory = engine_factory_for(record.path, lake, backend=backend, dtype=dtype, log=log, **engine_options)
 
     from training.prompts import prompt_format_of_folder
 
