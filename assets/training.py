@@ -46,6 +46,7 @@ def _history_table(history: list[dict]) -> str:
 def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, lake: LakeResource,
                       mlflow: MlflowResource, policy: PolicyResource) -> dg.MaterializeResult:
     recipe = config.recipe or policy.recipe
+    pass_rates = _measure_pass_rates(context, lake, mlflow, recipe, config)
     try:
         result = train_in_subprocess(lake.lake().home, recipe, domains=config.domains, steps=config.steps,
                                      seed=config.seed, nproc=config.nproc, backend=config.backend,
@@ -71,4 +72,27 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
         "final_reward": dg.MetadataValue.json(final),
         "history": dg.MetadataValue.md(_history_table(result["history"])),
         "seconds": result["seconds"],
+        **({"pass_rates": dg.MetadataValue.json(pass_rates)} if pass_rates else {}),
     })
+
+
+def _measure_pass_rates(context, lake: LakeResource, mlflow: MlflowResource, recipe: str, config) -> dict:
+    """With learnability sampling (training.learnability) the run reads its rows' pass rates under
+    its starting policy from the lake: measure the missing ones here, before the training process."""
+    from evaluation.pass_rates import PassRateError, measure_for_training
+    from training.config import RecipeError, load_recipe
+    from training.learnability import uses_pass_rates
+
+    try:
+        recipe_config = load_recipe(recipe, domains=config.domains or None, max_steps=config.steps, seed=config.seed,
+                                    rollout={"backend": config.backend} if config.backend else None)
+    except RecipeError as exc:
+        raise dg.Failure(str(exc)) from None
+    if not uses_pass_rates(recipe_config):
+        return {}
+    try:
+        results = measure_for_training(lake.lake(write=True), mlflow.tracking_uri, recipe_config,
+                                       backend=recipe_config.rollout.backend, log=context.log.info, progress=False)
+    except (PassRateError, ValueError) as exc:
+        raise dg.Failure(f"pass rates for learnability sampling: {exc}") from None
+    return {name: result.summary() for name, result in results.items()}

@@ -105,17 +105,18 @@ def train_items(lake: Lake, domain, limit: int | None) -> tuple[list[dict], str]
 
 def measure_pass_rates(lake: Lake, checkpoint: str, domain, items: Sequence[dict],
                        engine_factory: Callable[[], Any], config: PassRateConfig = PassRateConfig(), *,
-                       prompt_format: str, band: Band | None = None) -> PassRates:
+                       prompt_format: str, band: Band | None = None, params=None) -> PassRates:
     """Pass rates of ``checkpoint`` on ``items`` of ``domain`` (K = ``config.samples``), computing
     only the items not cached and writing them as one ``pass_rates`` batch. ``engine_factory()`` is
     called at most once, and only when some item is not cached. ``prompt_format``: the policy's
-    (:func:`training.prompts.prompt_format_of_folder`), part of the generation config."""
+    (:func:`training.prompts.prompt_format_of_folder`), part of the generation config. ``params``:
+    sampling parameters that replace ``config.sampling(K)`` (a training run's rollout sampling)."""
     from tqdm import tqdm
 
     started = time.perf_counter()
     band = band or Band.for_domain(domain)
     k = config.samples
-    params = config.sampling(k)
+    params = params if params is not None else config.sampling(k)
     gen_config, gen_params = generation_config(params, prompt_format)
     items = list(items)
     if not items:
@@ -222,3 +223,54 @@ def pass_rate_estimator(lake: Lake, tracking_uri: str, ref: str, *, config: Pass
         return result.items["pass_rate"].to_list()
 
     return estimate
+
+
+def measure_for_training(lake: Lake, tracking_uri: str, config, *, registry=None, allow_generate: bool = False,
+                         backend: str = "auto", log: Callable[[str], None] | None = None,
+                         progress: bool = True) -> dict[str, PassRates]:
+    """Measure (or find cached) the pass rates a GRPO run with learnability sampling reads
+    (:mod:`training.learnability`): every train row of ``config`` (a :class:`training.config.GRPOConfig`),
+    under its starting policy, K = ``mixture.pass_rate_samples``, with the rollouts' sampling, in
+    the rollouts' dtype. One engine for all domains, closed before training builds its own.
+    Nothing to do (``{}``) when the run does not sample by learnability."""
+    from domains import get_registry
+    from training.checkpoints import resolve_checkpoint
+    from training.data import load_training_data
+    from training.learnability import pass_rate_checkpoint, rollout_sampling, uses_pass_rates
+    from training.prompts import prompt_format_of_folder
+
+    if not uses_pass_rates(config):
+        return {}
+    registry = registry or get_registry()
+    data = load_training_data(config.domains, lake, registry=registry, allow_generate=allow_generate,
+                              generate_n=config.train_samples_per_domain, seed=config.seed)
+    record = resolve_checkpoint(pass_rate_checkpoint(config.policy), lake, tracking_uri)
+    params = rollout_sampling(config)
+    k = config.mixture.pass_rate_samples
+    build = engine_factory_for(record.path, lake, backend=backend, dtype=config.rollout_dtype, log=log)
+    engines: list = []
+
+    def factory():
+        if not engines:
+            engines.append(build())
+        return engines[0]
+
+    results = {}
+    try:
+        for name, rows in data.rows.items():
+            measured = PassRateConfig(samples=k, limit=len(rows), max_new_tokens=config.max_completion_length,
+                                      temperature=config.temperature, top_p=config.top_p, progress=progress)
+            result = measure_pass_rates(lake, record.checkpoint, registry.get(name), rows, factory, measured,
+                                        prompt_format=prompt_format_of_folder(record.path), params=params)
+            results[name] = result
+            if log:
+                s = result.summary()
+                log(f"pass rates of {record.checkpoint} on {name} (K={k}, the rollouts' sampling): {s['items']} items, "
+                    f"mean {s['mean_pass_rate']:.2f}, {s['in_band_share']:.0%} in band; {result.computed} measured, "
+                    f"{result.cached} cached, {result.seconds:.0f} s")
+    finally:
+        for engine in engines:
+            close = getattr(engine, "close", None)
+            if close is not None:
+                close()
+    return results

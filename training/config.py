@@ -96,10 +96,18 @@ class RewardConfig(RewardOverrides):
 
 
 class MixtureConfig(_Strict):
-    strategy: Literal["temperature", "uniform", "weights"] = Field(
-        "temperature", description="temperature: p(d) ~ size(d)^(1/temperature); uniform; weights: explicit")
+    strategy: Literal["temperature", "uniform", "weights", "learnability"] = Field(
+        "temperature", description="temperature: p(d) ~ size(d)^(1/temperature); uniform; weights: explicit; "
+                                   "learnability: p(d) ~ (sum over d's items of p(1-p))^(1/temperature), p = the "
+                                   "item's pass rate under the starting policy (training.learnability)")
     temperature: float = Field(1.0, gt=0, description="1 = proportional to size; large = towards uniform")
     weights: dict[str, float] = Field(default_factory=dict, description="explicit domain weights (strategy=weights)")
+    items: Literal["uniform", "learnability"] = Field(
+        "uniform", description="uniform: every row once per epoch, shuffled; learnability: rows drawn with "
+                               "probability ~ p(1-p) (never those always or never passed; Foster & Foerster 2025)")
+    pass_rate_samples: int = Field(
+        8, ge=2, description="K: samples per item behind the pass rates learnability sampling uses (drawn with "
+                             "the rollouts' sampling; measured before the run when missing)")
 
     @model_validator(mode="after")
     def _weights_given(self):
@@ -259,14 +267,17 @@ class GRPOConfig(_Strict):
         ``max_steps``: the schedule does not depend on it, so asking the same run for more steps
         continues it from where it stopped. Not ``device``: where a run computes is not what it
         trains (a run started on a CPU resumes on a GPU). Not ``rollout.vllm`` (memory and
-        compilation: speed, not what is sampled), and the ``rollout`` section only where it differs
-        from the default, so the runs of recipes written before it existed keep their names and resume."""
+        compilation: speed, not what is sampled), and the ``rollout`` section (and ``mixture.items`` /
+        ``pass_rate_samples``) only where it differs from the default, so the runs of recipes written before it existed keep their names and resume."""
         data = self.model_dump(exclude={"run_name", "max_steps", "device"})
         rollout = data.pop("rollout")
         rollout.pop("vllm")
         default = RolloutConfig().model_dump(exclude={"vllm"})
         if rollout != default:
             data["rollout"] = rollout
+        for key in ("items", "pass_rate_samples"):  # added later: only where not the default, as rollout
+            if data["mixture"][key] == MixtureConfig.model_fields[key].default:
+                data["mixture"].pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
 
     def resolved_run_name(self) -> str:

@@ -69,6 +69,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from storage.lake import Lake
 from training.config import GRPOConfig
+from training.data import combined_fingerprint
+from training.learnability import load_item_pass_rates, uses_pass_rates
 
 if TYPE_CHECKING:  # annotations only: these modules are imported when training starts
     from storage.tracking import Tracker
@@ -269,6 +271,7 @@ class GRPOTrainer:
         self._timings: dict[str, float] | None = None
         self._corrections: list = []
         self._rollout_name = "torch"
+        self.pass_rates = None  # training.learnability.ItemPassRates, with learnability sampling
 
     def _bind_run(self, data_fingerprint: str) -> None:
         self.data_fingerprint = data_fingerprint
@@ -344,7 +347,16 @@ class GRPOTrainer:
         cfg = self.config
         data = load_training_data(cfg.domains, self.lake, registry=registry, allow_generate=self.allow_generate,
                                   generate_n=cfg.train_samples_per_domain, seed=cfg.seed)
-        self._bind_run(data.fingerprint())
+        fingerprint = data.fingerprint()
+        self.pass_rates = None
+        if uses_pass_rates(cfg):  # the weights rows are drawn with are part of what the run trains on
+            from training.policy import policy_path
+            from training.prompts import prompt_format_of_folder
+
+            fmt = prompt_format_of_folder(policy_path(cfg.policy, self.lake.home))
+            self.pass_rates = load_item_pass_rates(self.lake, cfg, data.rows, fmt)
+            fingerprint = combined_fingerprint({"rows": fingerprint, "pass_rates": self.pass_rates.fingerprint()})
+        self._bind_run(fingerprint)
         return data
 
     def _setup(self, registry, data: TrainingData, state: dict, started: float) -> TrainingSession:
@@ -364,7 +376,13 @@ class GRPOTrainer:
                                "start the run again")
         if self.rank == 0:
             self._log_rows(data)
-        mixture = DomainMixture(data.rows, cfg.mixture, cfg.seed)
+        weights = self.pass_rates.weights(data.rows) if self.pass_rates is not None else None
+        if self.pass_rates is not None and self.rank == 0:
+            self.log(f"learnability sampling on pass rates of {self.pass_rates.checkpoint} "
+                     f"(K={self.pass_rates.samples}): {self.pass_rates.describe(data.rows)}")
+        mixture = DomainMixture(data.rows, cfg.mixture, cfg.seed, item_weights=weights)
+        if self.rank == 0:
+            self.log("domain mixture: " + ", ".join(f"{d} {p:.2f}" for d, p in mixture.probabilities.items()))
         composer = RewardComposer(cfg, {d: registry.get(d) for d in cfg.domains})
         start_step = int(state["step"])
         engine, rollout_model, ref_model = self._models(start_step)

@@ -52,6 +52,7 @@ def run_train(args: argparse.Namespace) -> int:
     from training.config import RecipeError, load_recipe, name_problem
     from training.data import TrainingDataError
     from training.device import DeviceError
+    from training.learnability import LearnabilityError, uses_pass_rates
     from training.policy import PolicyError
     from training.rollout_engine import RolloutEngineError
     from training.vllm_engine import VllmUnavailable
@@ -89,11 +90,21 @@ def run_train(args: argparse.Namespace) -> int:
 
     lake = open_lake(write=True)
     try:
+        if uses_pass_rates(config):  # learnability sampling reads them; measure what the lake lacks
+            from evaluation.pass_rates import PassRateError, measure_for_training
+            from training.checkpoints import CheckpointError
+
+            try:
+                measure_for_training(lake, lake.mlflow_uri, config, registry=registry, allow_generate=True,
+                                     backend=config.rollout.backend, log=log,
+                                     progress=not args.no_progress and not args.json)
+            except (PassRateError, CheckpointError) as exc:
+                raise CliError(str(exc)) from None
         result = train(config, lake, allow_generate=True, registry=registry, log=log,
                        progress=not args.no_progress and not args.json,
                        time_budget_s=args.max_minutes * 60 if args.max_minutes else None)
     except (TrainingDataError, PolicyError, UnknownDomainError, RolloutEngineError, VllmUnavailable,
-            DeviceError) as exc:
+            DeviceError, LearnabilityError) as exc:
         raise CliError(str(exc)) from None
     payload = result.summary()
     payload.update({"run_name": result.run_name, "steps": result.steps_done, "resumed_from": result.resumed_from,

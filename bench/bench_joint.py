@@ -1,0 +1,278 @@
+"""Joint multi-domain GRPO of SmolLM2-135M-Instruct: difficulty measured on the policy vs the
+heuristic difficulty gate, the same compute budget, one command.
+
+    OMP_NUM_THREADS=1 ASSAY_HOME=<home> python -m bench.bench_joint --minutes 30
+
+Arms (trained at the same time, one process and one core each, for the same wall-clock budget,
+so each gets the same compute; steps differ because skipped zero-variance groups cost nothing):
+
+- ``policy``: every candidate train row's pass rate under the base policy, K samples drawn with the
+  rollouts' own sampling (:func:`evaluation.pass_rates.measure_for_training`, cached in lake table
+  ``pass_rates``); rows drawn ~ p(1-p), never those always or never passed; domains by their
+  summed p(1-p) (``mixture: {strategy: learnability, items: learnability}``,
+  :mod:`training.learnability`).
+- ``heuristic``: the rows the heuristic difficulty gate keeps in band
+  (:func:`quality.difficulty.estimate_difficulty` without a policy estimator, the gate's
+  function), each row once per epoch, domains by the recipe's size-temperature mixture.
+
+Both arms start from the same candidate rows (each domain's train split, ``--train-rows`` per
+domain, seed 0) and the smollm2 recipe's optimisation settings. Afterwards every core domain is
+swept greedily on held-out eval items (``--eval-items`` each, the sweep defaults otherwise: 256
+new tokens, bf16) for the base policy and both checkpoints, and each checkpoint is compared with
+the base: improvement per training domain by a one-sided paired test (exact for binary K=1
+scores), Benjamini-Hochberg across the training domains ("improved": q <= 0.05 and delta > 0);
+regressions by the platform's own report (:func:`evaluation.promotion.compare_checkpoints`) on
+every core domain. Prints one JSON document (``--json``) or a table; ``--out`` writes it to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TRAIN_DOMAINS = ("general_qa", "safety_refusal", "scene3d", "logic", "math_arith_easy")
+ARMS = ("policy", "heuristic")
+Q_LEVEL = 0.05
+
+
+def _mixture(arm: str) -> dict:
+    if arm == "policy":
+        return {"strategy": "learnability", "temperature": 2.0, "items": "learnability", "pass_rate_samples": 8}
+    return {"strategy": "temperature", "temperature": 2.0}
+
+
+def arm_config(arm: str, args: argparse.Namespace):
+    from training.config import load_recipe
+
+    return load_recipe("smollm2", domains=list(args.domains), max_steps=args.max_steps, seed=0,
+                       prompts_per_step=args.prompts_per_step, max_completion_length=args.completion_tokens,
+                       train_samples_per_domain=args.train_rows, mixture=_mixture(arm),
+                       run_name=f"joint-{arm}-{args.tag}", save_steps=0, rollout={"backend": args.backend})
+
+
+def heuristic_registry(domains):
+    """The registry with each training domain's train split cut to the heuristic gate's band."""
+    import polars as pl
+
+    from domains import get_registry
+    from domains.registry import Registry
+    from quality.difficulty import estimate_difficulty, register_pass_rate_estimator
+
+    register_pass_rate_estimator(None)  # the heuristic, as the gate uses it without a policy
+    base = get_registry()
+    registry = Registry()
+    for name in domains:
+        domain = base.get(name)
+        domain = dataclasses.replace(domain, samples=_in_band_samples(domain, estimate_difficulty, pl))
+        registry.add_module(type("M", (), {"DOMAIN": domain}), base.sources[name])
+    return registry
+
+
+def _in_band_samples(domain, estimate, pl):
+    original = domain.samples
+
+    def samples(split, n, seed):
+        rows = list(original(split, n, seed))
+        if split != "train" or not rows:
+            yield from rows
+            return
+        frame = pl.DataFrame({"id": [r["id"] for r in rows], "prompt": [r["prompt"] for r in rows],
+                              "answer": [r["answer"] for r in rows],
+                              "metadata": [json.dumps(r.get("metadata") or {}) for r in rows]})
+        keep = set(estimate(domain, frame).filter(pl.col("in_band"))["id"].to_list())
+        yield from (r for r in rows if r["id"] in keep)
+
+    return samples
+
+
+# -- phases ----------------------------------------------------------------------------------------
+
+def measure(args: argparse.Namespace, log) -> dict:
+    from evaluation.pass_rates import measure_for_training
+    from pipelines.settings import open_lake
+
+    lake = open_lake(write=True)
+    started = time.perf_counter()
+    results = measure_for_training(lake, lake.mlflow_uri, arm_config("policy", args), allow_generate=True,
+                                   backend=args.backend, log=log)
+    return {"seconds": round(time.perf_counter() - started, 1),
+            "domains": {name: r.summary() for name, r in results.items()}}
+
+
+def train_arm(args: argparse.Namespace) -> int:
+    from pipelines.settings import open_lake
+    from training.trainer import train
+
+    registry = heuristic_registry(args.domains) if args.arm == "heuristic" else None
+    lake = open_lake(write=True)
+    result = train(arm_config(args.arm, args), lake, allow_generate=True, registry=registry, progress=False,
+                   log=lambda m: print(f"[{args.arm}] {m}", file=sys.stderr, flush=True),
+                   time_budget_s=args.minutes * 60)
+    history = [h for h in result.history if h["domain"] != "_all"]
+    overall = [h for h in result.history if h["domain"] == "_all"]
+    out = {"arm": args.arm, "checkpoint": result.checkpoint, "steps": result.steps_done,
+           "seconds": round(result.seconds, 1), "mlflow_run_id": result.mlflow_run_id,
+           "rows": {d: info["rows"] for d, info in result.data.items()},
+           "zero_var_frac": _mean([h["zero_var_frac"] for h in overall]),
+           "per_domain": _per_domain(history)}
+    Path(args.result).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _per_domain(history: list[dict]) -> dict:
+    out = {}
+    for domain in sorted({h["domain"] for h in history}):
+        rows = [h for h in history if h["domain"] == domain]
+        tenth = max(1, len(rows) // 10)
+        out[domain] = {"prompts": len(rows), "zero_var_frac": _mean([h["zero_var_frac"] for h in rows]),
+                       "reward_first": _mean([h["reward_mean"] for h in rows[:tenth]]),
+                       "reward_last": _mean([h["reward_mean"] for h in rows[-tenth:]]),
+                       "kl_last": _mean([h["kl"] for h in rows[-tenth:]])}
+    return out
+
+
+def sweep(checkpoint: str, domains, args: argparse.Namespace, log) -> None:
+    from domains import get_registry
+    from evaluation.sweep import engine_factory_for, run_sweep
+    from evaluation.sweep_config import SweepConfig
+    from pipelines.settings import open_lake
+    from training.checkpoints import resolve_checkpoint
+    from training.prompts import prompt_format_of_folder
+
+    lake = open_lake(write=True)
+    record = resolve_checkpoint(checkpoint, lake, lake.mlflow_uri)
+    registry = get_registry()
+    factory = engine_factory_for(record.path, lake, backend=args.backend, dtype="bfloat16", log=log)
+    run_sweep(lake, record.checkpoint, [registry.get(d) for d in domains], factory,
+              SweepConfig(limit=args.eval_items, batch_items=32),
+              log=log, prompt_format=prompt_format_of_folder(record.path))
+
+
+def improvements(candidate: str, baseline: str, domains) -> list[dict]:
+    """Per training domain: one-sided paired test of 'candidate better', BH across the domains."""
+    import numpy as np
+    import polars as pl
+
+    from evaluation.promotion import comparable_results
+    from evaluation.regression import benjamini_hochberg, paired_test
+    from pipelines.settings import open_lake
+
+    cand, base = comparable_results(open_lake(), candidate, baseline)
+    rows = []
+    for domain in domains:
+        c = cand.filter(pl.col("domain") == domain).group_by("item_id").agg(pl.col("score").mean().alias("c"))
+        b = base.filter(pl.col("domain") == domain).group_by("item_id").agg(pl.col("score").mean().alias("b"))
+        both = b.join(c, on="item_id").sort("item_id")
+        bm, cm = both["b"].to_numpy(), both["c"].to_numpy()
+        binary = bool(np.isin(bm, (0.0, 1.0)).all() and np.isin(cm, (0.0, 1.0)).all())
+        better = paired_test(cm, bm, margin=0.0, binary_single_sample=binary)  # H1: base < candidate
+        rows.append({"domain": domain, "n": both.height, "base": float(bm.mean()), "trained": float(cm.mean()),
+                     "delta": float(cm.mean() - bm.mean()), "ci_low": -better.ci_high, "ci_high": -better.ci_low,
+                     "p_improved": better.p, "mde": better.mde, "gained": int(((cm > bm)).sum()),
+                     "lost": int(((cm < bm)).sum())})
+    qs = benjamini_hochberg([r["p_improved"] for r in rows])
+    for row, q in zip(rows, qs):
+        row["q"] = float(q)
+        row["improved"] = bool(q <= Q_LEVEL and row["delta"] > 0)
+    return rows
+
+
+def regressions(candidate: str, baseline: str) -> dict:
+    from evaluation.promotion import compare_checkpoints
+    from pipelines.settings import open_lake
+
+    report = compare_checkpoints(open_lake(write=True), candidate, baseline, protected=())
+    return {"regressed": [d.domain for d in report.domains if d.verdict == "regression"],
+            "warned": [d.domain for d in report.domains if d.verdict == "warn"],
+            "underpowered": [d.domain for d in report.domains if d.verdict == "underpowered"],
+            "domains": [{"domain": d.domain, "delta": d.delta, "ci_low": d.ci_low, "ci_high": d.ci_high,
+                         "q": d.q, "mde": d.mde, "verdict": d.verdict} for d in report.domains]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_joint", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--domains", type=lambda s: s.split(","), default=list(TRAIN_DOMAINS),
+                        help="comma-separated training domains (default: %(default)s)")
+    parser.add_argument("--minutes", type=float, default=30.0, help="wall-clock training budget per arm")
+    parser.add_argument("--max-steps", type=int, default=1000, help="step cap per arm (the budget usually stops first)")
+    parser.add_argument("--prompts-per-step", type=int, default=2)
+    parser.add_argument("--completion-tokens", type=int, default=32, help="rollout completion length")
+    parser.add_argument("--train-rows", type=int, default=128, help="candidate train rows per domain")
+    parser.add_argument("--eval-items", type=int, default=200, help="held-out eval items per core domain")
+    parser.add_argument("--backend", choices=("torch", "vllm", "auto"), default="auto")
+    parser.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
+    parser.add_argument("--tag", default="b1", help="names the runs (same tag: resume)")
+    parser.add_argument("--out", help="write the JSON result here too")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--arm", help=argparse.SUPPRESS)     # internal: train one arm in this process
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.arm:
+        return train_arm(args)
+
+    from pipelines.demo import select_domains
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    started = time.time()
+    out: dict = {"command": "python -m bench.bench_joint " + " ".join(argv if argv is not None else sys.argv[1:]),
+                 "domains": args.domains, "minutes": args.minutes, "loadavg_start": os.getloadavg()}
+    core = select_domains("core")
+    log("== base sweep (cached when done before)")
+    sweep("base-smollm2", core, args, log)
+    if "policy" in args.arms:
+        log("== pass rates of the base policy on the candidate train rows")
+        out["pass_rates"] = measure(args, log)
+    log(f"== training {', '.join(args.arms)} for {args.minutes} min each, at the same time, one core each")
+    home = Path(os.environ.get("ASSAY_HOME", ".assay"))
+    procs = {}
+    for arm in args.arms:
+        result = home / f"bench_joint_{arm}_{args.tag}.json"
+        cmd = [sys.executable, "-m", "bench.bench_joint", "--arm", arm, "--result", str(result)]
+        for name in ("minutes", "max_steps", "prompts_per_step", "completion_tokens", "train_rows", "backend", "tag"):
+            cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+        cmd += ["--domains", ",".join(args.domains)]
+        procs[arm] = (subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}), result)
+    out["arms"] = {}
+    for arm, (proc, result) in procs.items():
+        if proc.wait() != 0:
+            raise SystemExit(f"arm {arm} failed (exit {proc.returncode})")
+        out["arms"][arm] = json.loads(result.read_text())
+    out["loadavg_after_training"] = os.getloadavg()
+    for arm, info in out["arms"].items():
+        log(f"== sweep of {arm}'s checkpoint {info['checkpoint']}")
+        sweep(info["checkpoint"], core, args, log)
+        info["improvement"] = improvements(info["checkpoint"], "base-smollm2", args.domains)
+        info["regression"] = regressions(info["checkpoint"], "base-smollm2")
+        info["improved_domains"] = [r["domain"] for r in info["improvement"] if r["improved"]]
+    out["seconds"] = round(time.time() - started, 1)
+    text = json.dumps(out, indent=1, default=str)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        print(text)
+    else:
+        for arm, info in out["arms"].items():
+            print(f"{arm}: {info['steps']} steps, zero-variance groups {info['zero_var_frac']:.0%}, improved "
+                  f"{info['improved_domains']}, regressed {info['regression']['regressed']}")
+            for r in info["improvement"]:
+                print(f"  {r['domain']:16s} {r['base']:.3f} -> {r['trained']:.3f} ({r['delta']:+.3f}, 95% CI "
+                      f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}], q {r['q']:.3g}, n {r['n']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
