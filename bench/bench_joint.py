@@ -142,7 +142,7 @@ def _per_domain(history: list[dict]) -> dict:
     return out
 
 
-def sweep(checkpoint: str, domains, args: argparse.Namespace, log) -> None:
+def sweep(checkpoint: str, domains, args: argparse.Namespace, log, limit: int) -> None:
     from domains import get_registry
     from evaluation.sweep import engine_factory_for, run_sweep
     from evaluation.sweep_config import SweepConfig
@@ -155,8 +155,13 @@ def sweep(checkpoint: str, domains, args: argparse.Namespace, log) -> None:
     registry = get_registry()
     factory = engine_factory_for(record.path, lake, backend=args.backend, dtype="bfloat16", log=log)
     run_sweep(lake, record.checkpoint, [registry.get(d) for d in domains], factory,
-              SweepConfig(limit=args.eval_items, batch_items=32),
+              SweepConfig(limit=limit, batch_items=32, progress=False),
               log=log, prompt_format=prompt_format_of_folder(record.path))
+
+
+def _sweep_all(checkpoint: str, core, args: argparse.Namespace, log) -> None:
+    sweep(checkpoint, list(args.domains), args, log, args.eval_items)
+    sweep(checkpoint, [d for d in core if d not in args.domains], args, log, args.other_items)
 
 
 def improvements(candidate: str, baseline: str, domains) -> list[dict]:
@@ -210,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts-per-step", type=int, default=2)
     parser.add_argument("--completion-tokens", type=int, default=32, help="rollout completion length")
     parser.add_argument("--train-rows", type=int, default=128, help="candidate train rows per domain")
-    parser.add_argument("--eval-items", type=int, default=200, help="held-out eval items per core domain")
+    parser.add_argument("--eval-items", type=int, default=200, help="held-out eval items per training domain")
+    parser.add_argument("--other-items", type=int, default=100,
+                        help="held-out eval items per other core domain (the regression check)")
     parser.add_argument("--backend", choices=("torch", "vllm", "auto"), default="auto")
     parser.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
     parser.add_argument("--tag", default="b1", help="names the runs (same tag: resume)")
@@ -218,9 +225,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--arm", help=argparse.SUPPRESS)     # internal: train one arm in this process
     parser.add_argument("--result", help=argparse.SUPPRESS)
+    parser.add_argument("--sweep-checkpoint", help=argparse.SUPPRESS)  # internal: sweep one checkpoint
     args = parser.parse_args(argv)
     if args.arm:
         return train_arm(args)
+    if args.sweep_checkpoint:
+        from pipelines.demo import select_domains
+
+        _sweep_all(args.sweep_checkpoint, select_domains("core"), args,
+                   lambda m: print(f"[sweep {args.sweep_checkpoint}] {m}", file=sys.stderr, flush=True))
+        return 0
 
     from pipelines.demo import select_domains
 
@@ -232,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                  "domains": args.domains, "minutes": args.minutes, "loadavg_start": os.getloadavg()}
     core = select_domains("core")
     log("== base sweep (cached when done before)")
-    sweep("base-smollm2", core, args, log)
+    _sweep_all("base-smollm2", core, args, log)
     if "policy" in args.arms:
         log("== pass rates of the base policy on the candidate train rows")
         out["pass_rates"] = measure(args, log)
@@ -252,9 +266,16 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"arm {arm} failed (exit {proc.returncode})")
         out["arms"][arm] = json.loads(result.read_text())
     out["loadavg_after_training"] = os.getloadavg()
+    log("== sweeps of the checkpoints, at the same time, one core each")
+    sweeps = []
     for arm, info in out["arms"].items():
-        log(f"== sweep of {arm}'s checkpoint {info['checkpoint']}")
-        sweep(info["checkpoint"], core, args, log)
+        cmd = [sys.executable, "-m", "bench.bench_joint", "--sweep-checkpoint", info["checkpoint"],
+               "--domains", ",".join(args.domains), "--eval-items", str(args.eval_items),
+               "--other-items", str(args.other_items), "--backend", args.backend]
+        sweeps.append(subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}))
+    if any(proc.wait() != 0 for proc in sweeps):
+        raise SystemExit("a checkpoint sweep failed")
+    for arm, info in out["arms"].items():
         info["improvement"] = improvements(info["checkpoint"], "base-smollm2", args.domains)
         info["regression"] = regressions(info["checkpoint"], "base-smollm2")
         info["improved_domains"] = [r["domain"] for r in info["improvement"] if r["improved"]]
