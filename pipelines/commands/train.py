@@ -21,7 +21,8 @@ def register(subparsers) -> None:
         "train", help="GRPO-train a policy on domains (DeepSpeed, MLflow-tracked, resumable)",
         description="Train a policy with GRPO (group-relative advantages, clipped ratio, k3 KL to the "
                     "frozen reference) through DeepSpeed. Recipes: tiny (the project's tiny Llama, "
-                    "seconds), smollm2 (SmolLM2-135M-Instruct), or a YAML path (keys: see "
+                    "seconds), smollm2 (SmolLM2-135M-Instruct), smollm2_joint (five domains, rows drawn by "
+                    "learnability p(1-p) of their pass rate), or a YAML path (keys: see "
                     "training/config.py). Each run is one MLflow run; checkpoints are HF folders under "
                     "$ASSAY_HOME/checkpoints registered as MLflow models. Rerun the same command to "
                     "resume after a kill. Two processes: torchrun --nproc_per_node 2 -m "

@@ -135,3 +135,51 @@ def test_measured_pass_rates_steer_training_to_items_with_signal(tiny_home, coin
     # learnability draws only coin items, whose groups almost always have both outcomes
     assert zero_variance(uniform) > 0.4
     assert zero_variance(steered) < 0.15
+
+
+COIN_PLUGIN = '''
+from domains import Domain
+
+def samples(split, n, seed):
+    kinds = ("always", "never", "coin")
+    for i in range(n):
+        yield {"id": f"coin-{split}-{i:03d}", "prompt": f"Say something {i}:", "answer": "x",
+               "metadata": {"kind": kinds[i % 3]}}
+
+def score(completion, sample):
+    kind = sample["metadata"]["kind"]
+    return 1.0 if kind == "always" or (kind == "coin" and len(completion) % 2 == 0) else 0.0
+
+DOMAIN = Domain(name="coin", owner="tests", description="items of known difficulty", samples=samples, score=score)
+'''
+
+
+@pytest.mark.slow
+def test_assay_train_measures_missing_pass_rates_then_samples_by_learnability(tiny_home, tmp_path):
+    from tests.conftest import run_cli
+
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "coin.py").write_text(COIN_PLUGIN)
+    recipe = tmp_path / "coin_joint.yaml"
+    recipe.write_text("policy: tiny\ndomains: [coin]\nmax_steps: 2\nprompts_per_step: 2\nnum_generations: 4\n"
+                      "max_completion_length: 8\ntrain_samples_per_domain: 12\nrollout: {backend: torch}\n"
+                      "mixture: {strategy: learnability, items: learnability, pass_rate_samples: 4}\n")
+    env = {"ASSAY_HOME": str(tiny_home), "ASSAY_DOMAINS_PATH": str(plugins)}
+    first = run_cli("train", "--recipe", str(recipe), "--json", env=env, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    payload = json.loads(first.stdout)
+    notes = "\n".join(payload["notes"])
+    assert "pass rates of base-tiny on coin (K=4" in notes and "12 measured, 0 cached" in notes
+    assert "learnability sampling on pass rates of base-tiny (K=4)" in notes
+    assert payload["steps"] == 2
+    again = run_cli("train", "--recipe", str(recipe), "--json", env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "0 measured, 12 cached" in "\n".join(json.loads(again.stdout)["notes"])
+    assert json.loads(again.stdout)["run_name"] == payload["run_name"]  # same rates, same run: nothing to do
+
+
+def test_the_joint_recipe_samples_by_learnability_on_five_domains():
+    joint = load_recipe("smollm2_joint")
+    assert joint.policy == "smollm2" and len(joint.domains) == 5
+    assert joint.mixture.items == "learnability" and joint.mixture.strategy == "learnability"
