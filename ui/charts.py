@@ -153,35 +153,40 @@ def pass_rate_histograms(items: pl.DataFrame, checkpoints: pl.DataFrame) -> alt.
     counts = (items.group_by("label", "role", "position", "bucket", "verdict").len("items")
               .with_columns(pl.col("bucket").map_elements(lambda b: PASS_RATE_BUCKETS[b], return_dtype=pl.Utf8)
                             .alias("pass_rate_bucket"),
-                            pl.col("verdict").replace_strict(VERDICT_LABELS, default="?").alias("band")))
+                            pl.col("verdict").replace_strict(VERDICT_LABELS, default="?").alias("verdict_label"),
+                            pl.when(pl.col("verdict") == "in_band").then(pl.lit("in band (trains)"))
+                            .otherwise(pl.lit("out of band")).alias("band")))
     order = checkpoints.sort("position")["label"].to_list()
     return alt.Chart(_pandas(counts)).mark_bar().encode(
-        x=alt.X("pass_rate_bucket:O", sort=list(PASS_RATE_BUCKETS),
+        x=alt.X("pass_rate_bucket:O", sort=list(PASS_RATE_BUCKETS), scale=alt.Scale(domain=list(PASS_RATE_BUCKETS)),
                 title="pass rate of the policy on the item over K samples (lower = harder)",
                 axis=alt.Axis(labelAngle=0)),
         y=alt.Y("items:Q", title="items", stack=True),
         color=alt.Color("role:N", title="checkpoint", scale=alt.Scale(domain=list(ROLE_COLOURS),
                                                                     range=list(ROLE_COLOURS.values()))),
         opacity=alt.Opacity("band:N", title="gate's band", scale=alt.Scale(
-            domain=list(VERDICT_LABELS.values()), range=[1.0, 0.35, 0.35])),
+            domain=["in band (trains)", "out of band"], range=[1.0, 0.35])),
         tooltip=[alt.Tooltip("label:N", title="checkpoint"), alt.Tooltip("pass_rate_bucket:O", title="pass rate"),
-                 alt.Tooltip("band:N", title="verdict"), alt.Tooltip("items:Q", title="items")],
-        row=alt.Row("label:N", sort=order, title=None, header=alt.Header(labelAngle=0, labelAlign="left",
-                                                                          labelLimit=360)),
-    ).properties(height=110, width=620, title="Pass rate of the train items per policy checkpoint "
+                 alt.Tooltip("verdict_label:N", title="verdict"), alt.Tooltip("items:Q", title="items")],
+        row=alt.Row("label:N", sort=order, title=None, header=alt.Header(
+            labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top", labelFontWeight="bold",
+            labelLimit=600)),
+    ).properties(height=110, width=720, title="Pass rate of the train items per policy checkpoint "
                                               "(oldest champion at the top)")
 
 
 def pass_rate_moves(checkpoints: pl.DataFrame) -> alt.Chart:
-    """Mean pass rate and in-band share per checkpoint, in champion-history order."""
-    data = checkpoints.select("label", "role", "position", (pl.col("mean_pass_rate") * 100).alias("mean pass rate"),
-                              (pl.col("in_band_share") * 100).alias("in-band share"))
-    long = data.unpivot(index=["label", "role", "position"], variable_name="measure", value_name="pct")
-    order = checkpoints.sort("position")["label"].to_list()
+    """Mean pass rate and in-band share per checkpoint, in champion-history order (the role is in
+    the tooltip and the point's colour is the measure)."""
+    data = checkpoints.select(
+        pl.format("{}. {}", pl.col("position") + 1, pl.col("checkpoint")).alias("checkpoint"), "role",
+        (pl.col("mean_pass_rate") * 100).alias("mean pass rate"), (pl.col("in_band_share") * 100).alias("in-band share"))
+    long = data.unpivot(index=["checkpoint", "role"], variable_name="measure", value_name="pct")
+    order = data["checkpoint"].to_list()
     return alt.Chart(_pandas(long)).mark_line(point=True).encode(
-        x=alt.X("label:N", sort=order, title="policy checkpoint (champion history, oldest → newest)",
-                axis=alt.Axis(labelAngle=-25, labelLimit=240)),
+        x=alt.X("checkpoint:N", sort=order, title="policy checkpoint (champion history, oldest → newest)",
+                axis=alt.Axis(labelAngle=0, labelLimit=200)),
         y=alt.Y("pct:Q", title="% of train items", scale=alt.Scale(domain=[0, 100])),
         color=alt.Color("measure:N", title="measure"),
-        tooltip=["label", "role", "measure", alt.Tooltip("pct:Q", format=".1f", title="%")],
-    ).properties(height=240, title="How the domain's difficulty moves as champions change")
+        tooltip=["checkpoint", "role", "measure", alt.Tooltip("pct:Q", format=".1f", title="%")],
+    ).properties(height=220, title="How the domain's difficulty moves as champions change")

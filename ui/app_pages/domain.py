@@ -176,23 +176,22 @@ else:
     if per_checkpoint["gen_config"].n_unique() > 1 or per_checkpoint["samples"].n_unique() > 1:
         st.warning("These checkpoints were measured under different K or generation configs: compare their "
                    "histograms with care (the table says which).")
-    table = per_checkpoint.with_columns(
-        (pl.col(c) * 100).round(1).alias(c) for c in ("mean_pass_rate", "in_band_share", "too_easy_share",
-                                                      "too_hard_share"))
-    table = table.with_columns(pl.col("gen_params").map_elements(sampling_summary, return_dtype=pl.Utf8).fill_null("—"))
-    st.table(table.select(
-        pl.col("label").alias("checkpoint"), pl.col("champion_since").fill_null("—").alias("champion since"),
-        "items", pl.col("samples").alias("K"), pl.col("mean_pass_rate").alias("mean pass rate (%)"),
-        pl.col("in_band_share").alias("in band (%)"), pl.col("too_easy_share").alias("too easy (%)"),
-        pl.col("too_hard_share").alias("too hard (%)"), pl.col("gen_config").alias("gen config"),
-        pl.col("gen_params").alias("sampling"), "engine", pl.col("measured_at").alias("measured at"),
+    minute = lambda c: pl.col(c).str.slice(0, 16).str.replace("T", " ")  # noqa: E731  (UTC timestamps)
+    st.table(per_checkpoint.select(
+        pl.col("label").alias("checkpoint"), minute("champion_since").fill_null("—").alias("champion since"),
+        "items", pl.col("samples").alias("K"),
+        *[pl.format("{}%", (pl.col(c) * 100).round(1)).alias(name) for c, name in (
+            ("mean_pass_rate", "mean pass rate"), ("in_band_share", "in band"), ("too_easy_share", "too easy"),
+            ("too_hard_share", "too hard"))],
+        pl.col("gen_config").alias("gen config"),
+        pl.col("gen_params").map_elements(sampling_summary, return_dtype=pl.Utf8).fill_null("—").alias("sampling"),
+        "engine", minute("measured_at").alias("measured (UTC)"),
     ).to_pandas().set_index("checkpoint"))
-    left, right = st.columns([3, 2])
-    left.altair_chart(charts.pass_rate_histograms(measured["items"], per_checkpoint))
     if per_checkpoint.height > 1:
-        right.altair_chart(charts.pass_rate_moves(per_checkpoint), width="stretch")
+        st.altair_chart(charts.pass_rate_moves(per_checkpoint), width="stretch")
     else:
-        right.caption("One checkpoint measured: measure another (e.g. the next champion) to see how it moves.")
+        st.caption("One checkpoint measured: measure another (e.g. the next champion) to see how it moves.")
+    st.altair_chart(charts.pass_rate_histograms(measured["items"], per_checkpoint))
 
 quarantined_rows = detail["quarantined"]
 if quarantined_rows.height:
