@@ -139,7 +139,7 @@ def training_curve(curves: pl.DataFrame, metric: str, title: str, unit: str) -> 
 
 
 ROLE_COLOURS = {"current champion": "#2ca02c", "former champion": "#1f77b4", "base policy": "#7f7f7f",
-                "never champion": "#aec7e8"}
+                "never champion": "#9467bd"}
 VERDICT_LABELS = {"in_band": "in band (trains)", "too_easy": "too easy (out of band)",
                   "too_hard": "too hard (out of band)"}
 
