@@ -72,17 +72,20 @@ def quarantine_reasons(reasons: pl.DataFrame) -> alt.Chart:
 
 
 def difficulty_histogram(difficulty: pl.DataFrame) -> alt.Chart:
-    data = difficulty.with_columns((pl.col("pass_rate") * 100).alias("pass_rate_pct"),
+    """The gate's latest difficulty evaluation; items without a measured pass rate (heuristic or
+    metadata estimates) are placed at ``1 - difficulty``, and the title names the estimator."""
+    methods = sorted(set(difficulty["method"].drop_nulls().to_list())) if "method" in difficulty.columns else []
+    data = difficulty.with_columns((pl.coalesce("pass_rate", 1 - pl.col("difficulty")) * 100).alias("pass_rate_pct"),
                                    pl.when(pl.col("in_band")).then(pl.lit("admitted (in band)"))
                                    .otherwise(pl.lit("out of band")).alias("band"))
     return alt.Chart(_pandas(data)).mark_bar().encode(
         x=alt.X("pass_rate_pct:Q", bin=alt.Bin(maxbins=20, extent=[0, 100]),
-                title="policy pass rate on the item (%, lower = harder)"),
+                title="pass rate on the item (%, lower = harder; estimated where no policy ran)"),
         y=alt.Y("count():Q", title="items (count)"),
         color=alt.Color("band:N", title="difficulty band",
                         scale=alt.Scale(domain=["admitted (in band)", "out of band"], range=["#1f77b4", "#c7c7c7"])),
         tooltip=[alt.Tooltip("count():Q", title="items")],
-    ).properties(height=260, title="Difficulty of train items (latest evaluation)")
+    ).properties(height=260, title=f"Difficulty of train items (latest evaluation: {', '.join(methods) or '?'})")
 
 
 def score_trend(trend: pl.DataFrame, champion: str | None) -> alt.Chart:
@@ -133,3 +136,57 @@ def training_curve(curves: pl.DataFrame, metric: str, title: str, unit: str) -> 
         color=alt.Color("domain:N", title="domain"),
         tooltip=["step", "domain", alt.Tooltip(f"{metric}:Q", format=".4f")],
     ).properties(height=240, title=title)
+
+
+ROLE_COLOURS = {"current champion": "#2ca02c", "former champion": "#1f77b4", "base policy": "#7f7f7f",
+                "never champion": "#9467bd"}
+VERDICT_LABELS = {"in_band": "in band (trains)", "too_easy": "too easy (out of band)",
+                  "too_hard": "too hard (out of band)"}
+
+
+def pass_rate_histograms(items: pl.DataFrame, checkpoints: pl.DataFrame) -> alt.Chart:
+    """One panel per policy checkpoint (rows in ``checkpoints``' order: base, then the champion
+    history), items per pass-rate bucket; colour = the checkpoint's role (current champion green),
+    faded = out of the domain's band (all-fail and all-pass items always are)."""
+    from ui.queries import PASS_RATE_BUCKETS
+
+    counts = (items.group_by("label", "role", "position", "bucket", "verdict").len("items")
+              .with_columns(pl.col("bucket").map_elements(lambda b: PASS_RATE_BUCKETS[b], return_dtype=pl.Utf8)
+                            .alias("pass_rate_bucket"),
+                            pl.col("verdict").replace_strict(VERDICT_LABELS, default="?").alias("verdict_label"),
+                            pl.when(pl.col("verdict") == "in_band").then(pl.lit("in band (trains)"))
+                            .otherwise(pl.lit("out of band")).alias("band")))
+    order = checkpoints.sort("position")["label"].to_list()
+    return alt.Chart(_pandas(counts)).mark_bar().encode(
+        x=alt.X("pass_rate_bucket:O", sort=list(PASS_RATE_BUCKETS), scale=alt.Scale(domain=list(PASS_RATE_BUCKETS)),
+                title="pass rate of the policy on the item over K samples (lower = harder)",
+                axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("items:Q", title="items", stack=True),
+        color=alt.Color("role:N", title="checkpoint", scale=alt.Scale(domain=list(ROLE_COLOURS),
+                                                                    range=list(ROLE_COLOURS.values()))),
+        opacity=alt.Opacity("band:N", title="gate's band", scale=alt.Scale(
+            domain=["in band (trains)", "out of band"], range=[1.0, 0.35])),
+        tooltip=[alt.Tooltip("label:N", title="checkpoint"), alt.Tooltip("pass_rate_bucket:O", title="pass rate"),
+                 alt.Tooltip("verdict_label:N", title="verdict"), alt.Tooltip("items:Q", title="items")],
+        row=alt.Row("label:N", sort=order, title=None, header=alt.Header(
+            labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top", labelFontWeight="bold",
+            labelLimit=600)),
+    ).properties(height=110, width=720, title="Pass rate of the train items per policy checkpoint "
+                                              "(oldest champion at the top)")
+
+
+def pass_rate_moves(checkpoints: pl.DataFrame) -> alt.Chart:
+    """Mean pass rate and in-band share per checkpoint, in champion-history order (the role is in
+    the tooltip and the point's colour is the measure)."""
+    data = checkpoints.select(
+        pl.format("{}. {}", pl.col("position") + 1, pl.col("checkpoint")).alias("checkpoint"), "role",
+        (pl.col("mean_pass_rate") * 100).alias("mean pass rate"), (pl.col("in_band_share") * 100).alias("in-band share"))
+    long = data.unpivot(index=["checkpoint", "role"], variable_name="measure", value_name="pct")
+    order = data["checkpoint"].to_list()
+    return alt.Chart(_pandas(long)).mark_line(point=True).encode(
+        x=alt.X("checkpoint:N", sort=order, title="policy checkpoint (champion history, oldest → newest)",
+                axis=alt.Axis(labelAngle=0, labelLimit=200)),
+        y=alt.Y("pct:Q", title="% of train items", scale=alt.Scale(domain=[0, 100])),
+        color=alt.Color("measure:N", title="measure"),
+        tooltip=["checkpoint", "role", "measure", alt.Tooltip("pct:Q", format=".1f", title="%")],
+    ).properties(height=220, title="How the domain's difficulty moves as champions change")

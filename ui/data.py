@@ -184,6 +184,38 @@ def domain_detail(home: str, domain: str) -> dict:
     return detail
 
 
+def difficulty_band(domain: str) -> tuple[float, float]:
+    """The domain's difficulty band ``(difficulty_min, difficulty_max)``: its ``gate_thresholds``
+    overrides when the registry knows it, else the gate's defaults (``quality.difficulty``)."""
+    from quality.difficulty import DEFAULT_BAND, Band
+
+    registry = _registry(current_domains_path())
+    if domain not in registry:
+        return DEFAULT_BAND
+    band = Band.for_domain(registry.get(domain))
+    return band.low, band.high
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def _pass_rate_view(home: str, domain: str, champion: str | None, band: tuple[float, float]) -> dict:
+    lake = _lake(home)
+    con = Q.open_views(lake, {"pass_rates": [{"domain": domain}], "promotions": None, "checkpoints": None})
+    try:
+        rows = Q.pass_rate_rows(con, domain)
+        champions, saved = Q.champion_history(con), Q.checkpoint_times(con)
+    finally:
+        con.close()
+    items, per_checkpoint = Q.pass_rate_panels(rows, champions, saved, champion, band)
+    return {"items": items, "checkpoints": per_checkpoint, "band": band}
+
+
+def pass_rate_view(home: str, domain: str, champion: str | None) -> dict:
+    """Difficulty measured on the policy for the domain page (read only there: the overview never
+    lists ``pass_rates``): ``items`` and ``checkpoints`` of :func:`ui.queries.pass_rate_panels`
+    against the domain's band, and the ``band``."""
+    return _pass_rate_view(home, domain, champion, difficulty_band(domain))
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def domains_in_lake(home: str) -> list[str]:
     """Domains that have a partition in any table the dashboard reads (folder names only)."""

@@ -27,7 +27,7 @@ VIEW_SOURCES: dict[str, tuple[str, str]] = {
     "quarantine": ("ingest", "quarantine"),
     **{name: (name, "part") for name in (
         "gate_results", "difficulty", "train_set", "checkpoints", "training_history", "results",
-        "sweep_summary", "regression", "promotions",
+        "sweep_summary", "regression", "promotions", "pass_rates",
     )},
 }
 
@@ -399,6 +399,115 @@ def difficulty_latest(con, domain: str) -> pl.DataFrame:
         WHERE domain = $1 AND evaluation = (
             SELECT evaluation FROM difficulty WHERE domain = $1 ORDER BY evaluated_at DESC LIMIT 1)""",
                   [domain])
+
+
+def difficulty_methods(difficulty: pl.DataFrame) -> dict[str, int]:
+    """Items per estimator (policy_pass_rate | metadata | heuristic) in the gate's latest evaluation."""
+    if not difficulty.height or "method" not in difficulty.columns:
+        return {}
+    counts = difficulty.group_by("method").len().sort(["len", "method"], descending=[True, False])
+    return {str(m): int(n) for m, n in counts.iter_rows()}
+
+
+# -- difficulty measured on the policy ----------------------------------------------------------
+
+# roles of a policy checkpoint in the pass-rate view: how it relates to the champion history
+ROLE_CURRENT, ROLE_FORMER, ROLE_BASE, ROLE_OTHER = "current champion", "former champion", "base policy", \
+    "never champion"
+ROLES = (ROLE_CURRENT, ROLE_FORMER, ROLE_BASE, ROLE_OTHER)
+
+
+def pass_rate_rows(con, domain: str) -> pl.DataFrame:
+    """Measured pass rates of ``domain``'s train items (lake table ``pass_rates``), one row per
+    (checkpoint, item): per checkpoint only its newest measurement key (K = ``samples`` and
+    ``gen_config``; one checkpoint may have been measured under several), per item the first
+    committed row of that key (the row :func:`evaluation.pass_rates.cached_pass_rates` serves)."""
+    if not has_view(con, "pass_rates"):
+        return pl.DataFrame()
+    return _frame(con, """
+        WITH keys AS (
+            SELECT checkpoint, samples, gen_config, max(created_at) AS key_at FROM pass_rates
+            WHERE domain = $1 GROUP BY checkpoint, samples, gen_config
+            QUALIFY row_number() OVER (PARTITION BY checkpoint ORDER BY key_at DESC, samples DESC, gen_config) = 1)
+        SELECT p.checkpoint, p.item_id, p.samples, p.passes, p.pass_rate, p.gen_config, p.gen_params, p.engine,
+               p.created_at
+        FROM pass_rates p JOIN keys k USING (checkpoint, samples, gen_config)
+        WHERE p.domain = $1
+        QUALIFY row_number() OVER (PARTITION BY p.checkpoint, p.item_id ORDER BY p.created_at, p.engine) = 1
+        ORDER BY p.checkpoint, p.item_id""", [domain])
+
+
+def champion_history(con) -> pl.DataFrame:
+    """When each checkpoint first became champion (lake table ``promotions``, promoted decisions)."""
+    if not has_view(con, "promotions"):
+        return pl.DataFrame(schema={"checkpoint": pl.Utf8, "champion_since": pl.Utf8})
+    return _frame(con, """
+        SELECT candidate AS checkpoint, min(created_at) AS champion_since FROM promotions
+        WHERE promoted GROUP BY candidate ORDER BY champion_since""")
+
+
+def checkpoint_times(con) -> pl.DataFrame:
+    """When each checkpoint was saved (lake table ``checkpoints``)."""
+    if not has_view(con, "checkpoints"):
+        return pl.DataFrame(schema={"checkpoint": pl.Utf8, "saved_at": pl.Utf8})
+    return _frame(con, "SELECT checkpoint, min(created_at) AS saved_at FROM checkpoints GROUP BY checkpoint")
+
+
+PASS_RATE_BUCKETS = ("all fail", "<10%", "10-20%", "20-30%", "30-40%", "40-50%", "50-60%", "60-70%", "70-80%",
+                     "80-90%", "90-<100%", "all pass")
+
+
+def pass_rate_bucket() -> pl.Expr:
+    """Histogram bucket of ``pass_rate``: all-fail and all-pass items (no GRPO signal) get their own
+    bars, the rest fall in 10-point bins (so 1/K never shares a bar with 0 whatever K is)."""
+    inner = (pl.col("pass_rate") * 10).floor().clip(0, 9).cast(pl.Int64) + 1
+    return (pl.when(pl.col("passes") == 0).then(0).when(pl.col("passes") == pl.col("samples")).then(11)
+            .otherwise(inner).cast(pl.Int64).alias("bucket"))
+
+
+def pass_rate_panels(rows: pl.DataFrame, champions: pl.DataFrame, saved: pl.DataFrame, champion: str | None,
+                     band: tuple[float, float]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(items, per_checkpoint) of the pass-rate view.
+
+    ``items``: ``rows`` (:func:`pass_rate_rows`) with each item's ``verdict`` against ``band``
+    (``quality.difficulty.pass_rate_verdict``: what the gate would decide), its histogram
+    ``bucket`` and its checkpoint's ``label``/``role``/``position``. ``per_checkpoint``: one row per
+    checkpoint in panel order (base policies first, then by when they became champion, checkpoints
+    never champion by when they were saved or measured) with items, K, generation config, mean pass
+    rate, in-band / too-easy / too-hard shares. ``champion``: the current one (highlighted)."""
+    from quality.difficulty import Band, pass_rate_verdict  # light, and only the domain page needs it
+
+    if not rows.height:
+        return pl.DataFrame(), pl.DataFrame()
+    low, high = band
+    rule = Band(low, high)
+    items = rows.with_columns(
+        pl.Series("verdict", [pass_rate_verdict(p, k, rule) for p, k in zip(rows["passes"], rows["samples"])],
+                  dtype=pl.Utf8),
+        pass_rate_bucket())
+    per = items.group_by("checkpoint").agg(
+        pl.len().alias("items"), pl.col("samples").first().alias("samples"),
+        pl.col("gen_config").first().alias("gen_config"), pl.col("gen_params").first().alias("gen_params"),
+        pl.col("engine").drop_nulls().unique().sort().str.join(", ").alias("engine"),
+        pl.col("pass_rate").mean().alias("mean_pass_rate"),
+        (pl.col("verdict") == "in_band").mean().alias("in_band_share"),
+        (pl.col("verdict") == "too_easy").mean().alias("too_easy_share"),
+        (pl.col("verdict") == "too_hard").mean().alias("too_hard_share"),
+        pl.col("created_at").max().alias("measured_at"))
+    per = per.join(champions, on="checkpoint", how="left").join(saved, on="checkpoint", how="left")
+    per = per.with_columns(
+        pl.when(pl.col("checkpoint") == (champion or "")).then(pl.lit(ROLE_CURRENT))
+        .when(pl.col("champion_since").is_not_null()).then(pl.lit(ROLE_FORMER))
+        .when(pl.col("checkpoint").str.starts_with("base-")).then(pl.lit(ROLE_BASE))
+        .otherwise(pl.lit(ROLE_OTHER)).alias("role"),
+        # base policies lead (champion before any promotion), then the order of the champion history
+        pl.when(pl.col("checkpoint").str.starts_with("base-") & pl.col("champion_since").is_null())
+        .then(pl.lit("")).otherwise(pl.coalesce("champion_since", "saved_at", "measured_at")).alias("_order"),
+    ).sort(["_order", "checkpoint"]).drop("_order").with_row_index("position")
+    per = per.with_columns(pl.col("position").cast(pl.Int64), pl.format(
+        "{}. {} ({})", pl.col("position") + 1, pl.col("checkpoint"), pl.col("role")).alias("label"))
+    items = items.join(per.select("checkpoint", "label", "role", "position"), on="checkpoint", how="left")
+    return items.sort(["position", "item_id"]), per
 
 
 def score_trend(con, domain: str) -> pl.DataFrame:

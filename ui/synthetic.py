@@ -202,6 +202,7 @@ def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now:
     # regression of every checkpoint against the champion of its day, then the promotion decision
     protected = {d for i, d in enumerate(names) if i % 4 == 2}
     champion = ckpts[0]
+    promoted_at: dict[str, str] = {}
     for i, cand in enumerate(ckpts[1:], start=1):
         stats = {d: paired_comparison(scores[(champion, d)], scores[(cand, d)]) for d in names}
         qs = _bh([stats[d]["p"] for d in names])
@@ -231,9 +232,40 @@ def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now:
                          {"part": _frame([decision], T.PROMOTIONS)})
         if promoted:
             champion = cand
+            promoted_at[cand] = created[cand]
+    _write_pass_rates(lake, spec, names, ckpts, truth, promoted_at, created)
     if spec.with_mlflow:
         _register_champion(lake, ckpts, champion, run_id)
     return {"domains": names, "checkpoints": ckpts, "champion": champion, "run_id": run_id}
+
+
+PASS_RATE_K = 8
+PASS_RATE_GEN_CONFIG = "synthetic-t1.0"
+
+
+def _write_pass_rates(lake: Lake, spec: SyntheticSpec, names: list[str], ckpts: list[str],
+                      truth: dict[str, dict[str, float]], promoted_at: dict[str, str], created: dict[str, str]) -> None:
+    """``pass_rates`` of the base policy and of every champion on each domain's train items
+    (K = 8 samples drawn from the checkpoint's true accuracy, items differing in ease), measured
+    when the checkpoint became champion, as the difficulty asset does. The last domain has none:
+    its gate fell back to the heuristic, and its page shows the empty state."""
+    rng = random.Random(spec.seed * 7919 + 13)  # its own stream: the other tables stay as they were
+    measured = [ckpts[0], *[c for c in ckpts[1:] if c in promoted_at]]
+    params = json.dumps({"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 64, "prompt_format": "plain"})
+    for c in measured:
+        at = promoted_at.get(c, created[c])
+        for d in names[:-1] if len(names) > 1 else names:
+            rows = []
+            for j in range(spec.train_items):
+                ease = (j - spec.train_items / 2) / spec.train_items
+                p = min(1.0, max(0.0, truth[c][d] + ease))
+                passes = sum(1 for _ in range(PASS_RATE_K) if rng.random() < p)
+                rows.append({"checkpoint": c, "domain": d, "item_id": f"train-0-{j}", "samples": PASS_RATE_K,
+                             "passes": passes, "pass_rate": passes / PASS_RATE_K, "mean_score": passes / PASS_RATE_K,
+                             "gen_config": PASS_RATE_GEN_CONFIG, "gen_params": params, "engine": "torch:synthetic",
+                             "created_at": at})
+            lake.write_batch("pass_rates", {"checkpoint": c, "domain": d, "batch": f"{PASS_RATE_GEN_CONFIG}-k8"},
+                             {"part": _frame(rows, T.PASS_RATES)})
 
 
 def _register_champion(lake: Lake, ckpts: list[str], champion: str, run_id: str) -> None:
@@ -302,8 +334,10 @@ def _write_quality(lake: Lake, spec: SyntheticSpec, names: list[str], rng: rando
         for j in range(spec.train_items):
             pass_rate = rng.betavariate(2, 2)
             in_band = 0.1 <= pass_rate <= 0.9
+            heuristic = di == len(names) - 1 and len(names) > 1  # no policy measured this domain
             diff_rows.append({"domain": d, "id": f"train-0-{j}", "difficulty": 1 - pass_rate,
-                              "pass_rate": pass_rate, "k": 8, "method": "policy_pass_rate",
+                              "pass_rate": None if heuristic else pass_rate, "k": None if heuristic else 8,
+                              "method": "heuristic" if heuristic else "policy_pass_rate",
                               "in_band": in_band, "evaluated_at": _iso(now)})
             if in_band:
                 train_rows.append({"domain": d, "id": f"train-0-{j}", "prompt": f"What is {j} + 0?",
@@ -330,7 +364,8 @@ def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: 
             row = {"run_id": run_id, "step": step, "domain": d, "reward_mean": acc,
                    "reward_std": 0.3, "accuracy": acc, "kl": 0.002 * step * (1 + rng.random()),
                    "loss": 0.5 / step, "clip_frac": 0.01, "entropy": 1.5 - 0.03 * step,
-                   "zero_var_frac": max(0.0, 0.6 - 0.04 * step) if d == "_all" else None,
+                   # per domain too, as the trainer logs it (no rng draw: the other tables stay as they were)
+                   "zero_var_frac": max(0.0, 0.6 - 0.04 * step + (0.0 if d == "_all" else 0.05 * trained.index(d))),
                    "tokens_per_s": 40.0 + rng.uniform(-3, 3) if d == "_all" else None,
                    "created_at": _iso(at)}
             rows.append(row)

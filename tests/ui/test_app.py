@@ -89,8 +89,8 @@ def test_domain_page_shows_verdict_trend_and_lost_items(lake_env):
     assert metrics["Δ score"] == f"{row['delta'] * 100:+.1f} pts"
     assert metrics["MDE"] == f"{row['mde'] * 100:.1f} pts"
     assert metrics["Items lost / gained"] == f"{row['items_lost']} / {row['items_gained']}"
-    # charts: score trend, gate pass rates, quarantine reasons, difficulty histogram
-    assert len(at.get("vega_lite_chart")) == 4
+    # charts: score trend, gate pass rates, quarantine reasons, difficulty histogram, measured pass rates (2)
+    assert len(at.get("vega_lite_chart")) == 6  # + the pass-rate histograms and their movement
     at.radio(key="domain_items_show").set_value("all changed").run()
     assert not at.exception
     table = next(df.value for df in at.dataframe if "candidate_completion" in df.value.columns)

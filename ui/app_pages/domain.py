@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import streamlit as st
 
-from ui import charts, components, data
+from ui import charts, components, data, queries
+
+
+
+def gate_estimate_caption(difficulty: pl.DataFrame) -> str:
+    """Which estimate the gate's latest difficulty evaluation used: the policy's pass rate or a stand-in."""
+    names = {"policy_pass_rate": "the policy's pass rate", "metadata": "the items' own metadata difficulty",
+             "heuristic": "the text heuristic (no policy run)"}
+    methods = queries.difficulty_methods(difficulty)
+    k = difficulty.filter(pl.col("method") == "policy_pass_rate")["k"].drop_nulls()
+    parts = [f"{names.get(m, m)}{f' (K = {int(k.max())})' if m == 'policy_pass_rate' and k.len() else ''}: {n} items"
+             for m, n in methods.items()]
+    return "Gate's difficulty estimate: " + "; ".join(parts) + "."
+
+
+def sampling_summary(gen_params: str | None) -> str:
+    """The sampling knobs of a generation config's JSON (``evaluation.sweep.generation_config``)."""
+    try:
+        params = json.loads(gen_params or "")
+    except ValueError:
+        return gen_params or "—"
+    keys = ("temperature", "top_p", "max_new_tokens")
+    return ", ".join(f"{k} {params[k]}" for k in keys if k in params) or "—"
+
 
 home = data.current_home()
 registry = data.registry_frame()
@@ -129,8 +154,44 @@ with right:
     difficulty = detail["difficulty"]
     if difficulty.height:
         st.altair_chart(charts.difficulty_histogram(difficulty), width="stretch")
+        st.caption(gate_estimate_caption(difficulty))
     else:
         st.caption("No difficulty evaluation for this domain yet (the difficulty gate writes it; `make demo`).")
+
+# -- difficulty measured on the policy (issue 13) -------------------------------------------------
+st.subheader("Difficulty measured on the policy")
+champion_name = data.champion(home)["name"]
+measured = data.pass_rate_view(home, domain, champion_name)
+per_checkpoint = measured["checkpoints"]
+low, high = measured["band"]
+if not per_checkpoint.height:
+    st.info(f"No policy has been measured on the train items of {domain} yet. Run "
+            f"`assay difficulty {domain} --policy champion` (K samples per item of the champion, cached in "
+            "the lake), then press *Reload data* in the sidebar.")
+else:
+    st.caption(f"Per train item, the share of K seeded samples of a policy that pass (lake table `pass_rates`). "
+               f"Band of this domain: difficulty {low:.2f}-{high:.2f} (pass rate {1 - high:.0%}-{1 - low:.0%}); "
+               "items whose K samples all pass or all fail carry no GRPO signal and are out of band. Current "
+               f"champion: **{champion_name or 'none (the base policy serves)'}**.")
+    if per_checkpoint["gen_config"].n_unique() > 1 or per_checkpoint["samples"].n_unique() > 1:
+        st.warning("These checkpoints were measured under different K or generation configs: compare their "
+                   "histograms with care (the table says which).")
+    minute = lambda c: pl.col(c).str.slice(0, 16).str.replace("T", " ")  # noqa: E731  (UTC timestamps)
+    st.table(per_checkpoint.select(
+        pl.col("label").alias("checkpoint"), minute("champion_since").fill_null("—").alias("champion since"),
+        "items", pl.col("samples").alias("K"),
+        *[pl.format("{}%", (pl.col(c) * 100).round(1)).alias(name) for c, name in (
+            ("mean_pass_rate", "mean pass rate"), ("in_band_share", "in band"), ("too_easy_share", "too easy"),
+            ("too_hard_share", "too hard"))],
+        pl.col("gen_config").alias("gen config"),
+        pl.col("gen_params").map_elements(sampling_summary, return_dtype=pl.Utf8).fill_null("—").alias("sampling"),
+        "engine", minute("measured_at").alias("measured (UTC)"),
+    ).to_pandas().set_index("checkpoint"))
+    if per_checkpoint.height > 1:
+        st.altair_chart(charts.pass_rate_moves(per_checkpoint), width="stretch")
+    else:
+        st.caption("One checkpoint measured: measure another (e.g. the next champion) to see how it moves.")
+    st.altair_chart(charts.pass_rate_histograms(measured["items"], per_checkpoint))
 
 quarantined_rows = detail["quarantined"]
 if quarantined_rows.height:

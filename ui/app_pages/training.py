@@ -49,16 +49,28 @@ cols[3].metric("Domains", len(domains))
 chosen = st.multiselect("Domains", domains, default=domains[:8], key="training_domains")
 per_domain = curves.filter(pl.col("domain").is_in(chosen)) if chosen else curves.filter(pl.col("domain") != "_all")
 left, right = st.columns(2)
-left.altair_chart(charts.training_curve(per_domain, "reward_mean", "Mean reward", "reward units, 0-1"),
+left.altair_chart(charts.training_curve(per_domain, "reward_mean", "Mean reward per domain", "reward units, 0-1"),
                   width="stretch")
 right.altair_chart(charts.training_curve(per_domain, "accuracy", "Accuracy", "fraction correct"),
                    width="stretch")
+
+
+def with_total(metric: str) -> pl.DataFrame:
+    """The chosen domains' curves of ``metric`` plus the batch total as one more line ("all domains")."""
+    mine = per_domain.filter(pl.col(metric).is_not_null())
+    total = batch.filter(pl.col(metric).is_not_null())
+    return pl.concat([mine.select("step", "domain", metric), total.select("step", "domain", metric)])
+
+
 left, right = st.columns(2)
-kl_source = per_domain if per_domain["kl"].drop_nulls().len() else batch
-left.altair_chart(charts.training_curve(kl_source, "kl", "KL to reference", "nats per token"), width="stretch")
-if batch["zero_var_frac"].drop_nulls().len():
-    right.altair_chart(charts.training_curve(batch, "zero_var_frac", "Zero-variance groups", "fraction of groups"),
-                       width="stretch")
+kl = with_total("kl")
+if kl.height:
+    left.altair_chart(charts.training_curve(kl, "kl", "KL to reference per domain", "nats per token"),
+                      width="stretch")
+zero_var = with_total("zero_var_frac")
+if zero_var.height:
+    right.altair_chart(charts.training_curve(zero_var, "zero_var_frac", "Zero-variance groups per domain",
+                                             "fraction of the domain's groups"), width="stretch")
 if speed.len():
     st.altair_chart(charts.training_curve(batch, "tokens_per_s", "Throughput", "completion tokens/s"),
                     width="stretch")
