@@ -12,8 +12,14 @@ Plain subprocesses, no sandbox (the terminal runner adds it). Run as root, every
 runs as the unprivileged uid 65534 with the sandbox's environment, and the test sees the tests and
 the episode folder read-only, so a test that writes beside itself or into the episode fails here.
 
-Not a pytest module on purpose (it runs ~100 episodes):
-``python tests/domains/terminal_tasks_selfcheck.py [-v] [TASK ...]`` (-v: print why each wrong answer failed).
+``--sandbox`` also runs each oracle and the do-nothing episode inside the project's bubblewrap
+sandbox (sandbox.runner: no /etc, a tmpfs scratch), so an oracle that needs a tool the sandbox
+lacks shows up (awk, a symlink into /etc/alternatives on Debian, is one). There the episode and a
+copy of tests/ share the one scratch folder, so it checks the tools, not the hiding of the tests.
+
+Not a pytest module on purpose (it runs ~150 episodes):
+``python tests/domains/terminal_tasks_selfcheck.py [-v] [--sandbox] [TASK ...]``
+(-v: print why each wrong answer failed).
 Exit status 0 when every check holds.
 """
 from __future__ import annotations
@@ -290,7 +296,24 @@ def run_episode(folder: Path, agent_script: str | None) -> tuple[int | None, int
         return agent_status, test.returncode, (test.stdout + test.stderr).strip()
 
 
-def check_task(folder: Path) -> list[tuple[str, bool, str]]:
+def run_in_project_sandbox(folder: Path, oracle: bool) -> tuple[bool, str]:
+    """(hidden test passed, output) for the oracle or do-nothing run inside sandbox.runner's bubblewrap."""
+    from sandbox.limits import Limits
+    from sandbox.runner import default_sandbox
+
+    files = {str(p.relative_to(folder / "files")): p.read_bytes() for p in (folder / "files").rglob("*")
+             if p.is_file() and p.name != ".keep"}
+    files.update({f"_selfcheck_tests/{p.relative_to(folder / 'tests')}": p.read_bytes()
+                  for p in (folder / "tests").rglob("*") if p.is_file()})
+    files["_selfcheck_oracle.sh"] = (folder / "solution.sh").read_bytes()
+    agent = "bash _selfcheck_oracle.sh >&2; " if oracle else ""
+    script = agent + "rm _selfcheck_oracle.sh && mv _selfcheck_tests .selfcheck_tests && bash .selfcheck_tests/run.sh"
+    result = default_sandbox().run_command(["bash", "-c", script], files=files,
+                                           limits=Limits(cpu_s=60.0, wall_s=120.0, memory_mb=1024))
+    return result.returncode == 0, (result.stdout + result.stderr).strip()
+
+
+def check_task(folder: Path, in_sandbox: bool = False) -> list[tuple[str, bool, str]]:
     """[(check, ok, detail)] for one task."""
     results = [("format", not (problems := check_task_yaml(folder)), "; ".join(problems))]
     if problems:
@@ -305,12 +328,17 @@ def check_task(folder: Path) -> list[tuple[str, bool, str]]:
     for label, script in wrongs.items():
         _, verdict, output = run_episode(folder, script)
         results.append((f"wrong fails: {label}", verdict != 0, output[-200:]))
+    if in_sandbox:
+        solved, output = run_in_project_sandbox(folder, oracle=True)
+        results.append(("sandbox: oracle passes", solved, output[-300:]))
+        solved, output = run_in_project_sandbox(folder, oracle=False)
+        results.append(("sandbox: do-nothing fails", not solved, output[-200:]))
     return results
 
 
 def main(argv: list[str]) -> int:
-    verbose = "-v" in argv
-    argv = [a for a in argv if a != "-v"]
+    verbose, in_sandbox = "-v" in argv, "--sandbox" in argv
+    argv = [a for a in argv if a not in ("-v", "--sandbox")]
     folders = sorted(p for p in SUITE.iterdir() if (p / "task.yaml").is_file())
     if argv:
         unknown = set(argv) - {p.name for p in folders}
@@ -322,18 +350,20 @@ def main(argv: list[str]) -> int:
     if stale:
         print(f"WRONG names tasks that do not exist: {sorted(stale)}")
         return 2
-    print(f"{'task':28} {'difficulty':10} {'oracle':7} {'nothing':8} {'wrong':7} result")
+    print(f"{'task':28} {'difficulty':10} {'oracle':7} {'nothing':8} {'wrong':7} {'sandbox':8} result")
     failures = 0
     for folder in folders:
-        results = check_task(folder)
+        results = check_task(folder, in_sandbox)
         bad = [(name, detail) for name, ok, detail in results if not ok]
         failures += bool(bad)
         by_name = {name: ok for name, ok, _ in results}
         wrong = [ok for name, ok, _ in results if name.startswith("wrong fails")]
+        boxed = [ok for name, ok, _ in results if name.startswith("sandbox:")]
+        sandbox = ("ok" if all(boxed) else "BROKEN") if boxed else "-"
         difficulty = (yaml.safe_load((folder / "task.yaml").read_text()) or {}).get("difficulty", "?")
         print(f"{folder.name:28} {str(difficulty):10} {'pass' if by_name.get('oracle passes') else 'FAIL':7} "
               f"{'fails' if by_name.get('do-nothing fails') else 'PASSES':8} {sum(wrong)}/{len(wrong):<5} "
-              f"{'ok' if not bad else 'BROKEN'}")
+              f"{sandbox:8} {'ok' if not bad else 'BROKEN'}")
         for name, ok, detail in results:
             if not ok or (verbose and detail):
                 print(f"    {'' if ok else 'BROKEN '}{name}: {detail.splitlines()[-1] if detail else ''}"[:220])
