@@ -33,7 +33,8 @@ from pathlib import Path
 
 import yaml
 
-SUITE = Path(__file__).resolve().parents[2] / "domains" / "builtin" / "terminal_tasks"
+REPO = Path(__file__).resolve().parents[2]
+SUITE = REPO / "domains" / "builtin" / "terminal_tasks"
 DIFFICULTIES = {"very_easy", "easy", "medium", "hard"}
 TASK_KEYS = {"instruction", "max_turns", "timeout_s", "tags", "difficulty"}
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -171,6 +172,10 @@ EOF""",
         "touching not merged": "sed -i 's/for start, end in intervals:/for start, end in sorted(intervals):/; s/result\\[-1\\]\\[1\\] = end/result[-1][1] = max(result[-1][1], end)/' intervals.py",
         "nested shrinks": "sed -i 's/for start, end in intervals:/for start, end in sorted(intervals):/; s/start < result/start <= result/' intervals.py",
         "sorts the input in place": "sed -i 's/    result = \\[\\]/    intervals.sort()\\n    result = []/; s/start < result/start <= result/; s/result\\[-1\\]\\[1\\] = end/result[-1][1] = max(result[-1][1], end)/' intervals.py",
+        "visible tests hard-coded": """cat > intervals.py <<'EOF'
+def merge(intervals):
+    return {"[[1, 3], [2, 6], [8, 10]]": [[1, 6], [8, 10]], "[[5, 7], [1, 2]]": [[1, 2], [5, 7]]}.get(str(intervals), [])
+EOF""",
         "aliases the input pairs": """cat > intervals.py <<'EOF'
 def merge(intervals):
     result = []
@@ -200,6 +205,8 @@ EOF""",
         "leftover values not an error": None,
         "error with status 0": None,
         "python eval of infix": "printf 'import sys\\nprint(eval(sys.argv[1]))\\n' > rpn.py",
+        "the instruction's examples hard-coded": ("printf 'import sys\\nknown = {\"3 4 + 2 *\": 14, \"5 1 2 + 4 * + 3 -\": 14, \"7 2 -\": 5}\\n"
+                                                   "print(known.get(sys.argv[1], \"error\"))\\n' > rpn.py"),
     },
 }
 
@@ -298,6 +305,8 @@ def run_episode(folder: Path, agent_script: str | None) -> tuple[int | None, int
 
 def run_in_project_sandbox(folder: Path, oracle: bool) -> tuple[bool, str]:
     """(hidden test passed, output) for the oracle or do-nothing run inside sandbox.runner's bubblewrap."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # runnable as a plain script, without PYTHONPATH
     from sandbox.limits import Limits
     from sandbox.runner import default_sandbox
 
