@@ -3,8 +3,9 @@ heuristic difficulty gate, the same compute budget, one command.
 
     OMP_NUM_THREADS=1 ASSAY_HOME=<home> python -m bench.bench_joint --minutes 30
 
-Arms (trained at the same time, one process and one core each, for the same wall-clock budget,
-so each gets the same compute; steps differ because skipped zero-variance groups cost nothing):
+Arms (one process and one core each, for the same wall-clock budget, at the same time or with
+``--sequential`` one after the other, so each gets the same compute; steps differ because skipped
+zero-variance groups cost nothing):
 
 - ``policy``: every candidate train row's pass rate under the base policy, K samples drawn with the
   rollouts' own sampling (:func:`evaluation.pass_rates.measure_for_training`, cached in lake table
@@ -220,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="held-out eval items per other core domain (the regression check)")
     parser.add_argument("--backend", choices=("torch", "vllm", "auto"), default="auto")
     parser.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
-    parser.add_argument("--tag", default="b1", help="names the runs (same tag: resume)")
+    parser.add_argument("--tag", default="b1", help="names the runs (same tag: resume; a finished arm is reused)")
+    parser.add_argument("--sequential", action="store_true",
+                        help="train the arms one after the other (each arm's trainer and vLLM engine take ~12 GB: "
+                             "two at once need more than 24 GB)")
     parser.add_argument("--out", help="write the JSON result here too")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--arm", help=argparse.SUPPRESS)     # internal: train one arm in this process
@@ -250,21 +254,24 @@ def main(argv: list[str] | None = None) -> int:
     if "policy" in args.arms:
         log("== pass rates of the base policy on the candidate train rows")
         out["pass_rates"] = measure(args, log)
-    log(f"== training {', '.join(args.arms)} for {args.minutes} min each, at the same time, one core each")
     home = Path(os.environ.get("ASSAY_HOME", ".assay"))
+    results = {arm: home / f"bench_joint_{arm}_{args.tag}.json" for arm in args.arms}
+    todo = [arm for arm in args.arms if not results[arm].exists()]  # a finished arm of this tag is kept
+    log(f"== training {', '.join(todo) or 'nothing (all arms done)'} for {args.minutes} min each, one core each, "
+        + ("one after the other" if args.sequential else "at the same time"))
     procs = {}
-    for arm in args.arms:
-        result = home / f"bench_joint_{arm}_{args.tag}.json"
-        cmd = [sys.executable, "-m", "bench.bench_joint", "--arm", arm, "--result", str(result)]
+    for arm in todo:
+        cmd = [sys.executable, "-m", "bench.bench_joint", "--arm", arm, "--result", str(results[arm])]
         for name in ("minutes", "max_steps", "prompts_per_step", "completion_tokens", "train_rows", "backend", "tag"):
             cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
         cmd += ["--domains", ",".join(args.domains)]
-        procs[arm] = (subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}), result)
-    out["arms"] = {}
-    for arm, (proc, result) in procs.items():
+        procs[arm] = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        if args.sequential and procs[arm].wait() != 0:
+            raise SystemExit(f"arm {arm} failed (exit {procs[arm].returncode})")
+    for arm, proc in procs.items():
         if proc.wait() != 0:
             raise SystemExit(f"arm {arm} failed (exit {proc.returncode})")
-        out["arms"][arm] = json.loads(result.read_text())
+    out["arms"] = {arm: json.loads(results[arm].read_text()) for arm in args.arms}
     out["loadavg_after_training"] = os.getloadavg()
     log("== sweeps of the checkpoints, at the same time, one core each")
     sweeps = []
