@@ -25,7 +25,7 @@ from pipelines.instance import POOL_INGEST
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource, MlflowResource
 from quality.batch_gates import GateSettings, TrainSetError, evaluate_batch_gates, write_train_set
-from quality.expectations import ExpectationOutcome, gate_severity, outcomes_markdown
+from quality.expectations import ExpectationOutcome, combined_advice, gate_severity, outcomes_markdown
 
 GATE_CHECKS = {"format": "format_gate", "safety": "safety_gate", "difficulty": "difficulty_gate",
                "selftest": "selftest_gate"}
@@ -44,7 +44,7 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
     } | extra
     advice = [o.message for o in failed if o.message]
     if advice:  # what to do, in words (quality.expectations.difficulty_advice)
-        metadata["what_to_do"] = dg.MetadataValue.text("; ".join(advice))
+        metadata["what_to_do"] = dg.MetadataValue.text(combined_advice(advice))
     return dg.AssetCheckResult(
         check_name=GATE_CHECKS[gate], passed=severity is None, metadata=metadata,
         severity=dg.AssetCheckSeverity.WARN if severity == "WARN" else dg.AssetCheckSeverity.ERROR,

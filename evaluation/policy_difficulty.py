@@ -100,7 +100,7 @@ def measure_domain_difficulty(lake: Lake, tracking_uri: str, domain, settings: D
     started = time.perf_counter()
     rows = admitted_train_rows(lake, domain.name)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    champion = current_champion(tracking_uri)
+    champion = current_champion(tracking_uri) if settings.estimate == "policy" else None  # the heuristic needs no MLflow
     base = {"domain": domain.name, "estimate": settings.estimate, "policy_ref": settings.policy or None,
             "champion": champion, "settings": json.dumps(settings.model_dump(), sort_keys=True), "measured_at": now}
     result = DomainDifficulty(domain.name, settings, tables.empty(tables.POLICY_DIFFICULTY))

@@ -217,8 +217,8 @@ def _mean(observed: str) -> float | None:
 
 
 def difficulty_advice(outcome: ExpectationOutcome, params: dict[str, Any], verdicts: dict[str, int]) -> str:
-    """What to do about a failed difficulty expectation, in one line (empty when it passed or
-    when there is nothing to add). ``verdicts``: counts of ``in_band`` / ``too_easy`` / ``too_hard``."""
+    """What to do about a failed difficulty expectation, ``"<what failed>: <what to do>"`` in one
+    line (empty when it passed or when there is nothing to add). ``verdicts``: counts of ``in_band`` / ``too_easy`` / ``too_hard``."""
     if outcome.success or outcome.gate != "difficulty":
         return ""
     policy = params.get("difficulty_estimate") == "policy"
@@ -232,8 +232,8 @@ def difficulty_advice(outcome: ExpectationOutcome, params: dict[str, Any], verdi
     if "(pass_rate)" in outcome.expectation and observed is not None:
         low, high = params["min_mean_pass_rate"], params["max_mean_pass_rate"]
         if observed > high:
-            return f"mean pass rate {observed:.2f} > {high:.2f}: the policy solves this batch; {harder}"
-        return f"mean pass rate {observed:.2f} < {low:.2f}: the policy fails this batch; {easier}"
+            return f"mean pass rate {observed:.2f} > {high:.2f}: {harder}"
+        return f"mean pass rate {observed:.2f} < {low:.2f}: {easier}"
     if "(in_band_num)" in outcome.expectation and observed is not None:
         easy, hard = verdicts.get("too_easy", 0), verdicts.get("too_hard", 0)
         n = sum(verdicts.values())
@@ -241,6 +241,17 @@ def difficulty_advice(outcome: ExpectationOutcome, params: dict[str, Any], verdi
                f"of {n}{'' if policy else ', heuristic estimate'})"
         return f"{what}: {harder if easy >= hard else easier}"
     return ""
+
+
+def combined_advice(messages: list[str]) -> str:
+    """Several ``"<what failed>: <what to do>"`` messages as one line, each remedy said once."""
+    facts, remedies = [], []
+    for message in messages:
+        fact, _, remedy = message.partition(": ")
+        facts.append(fact)
+        if remedy and remedy not in remedies:
+            remedies.append(remedy)
+    return "; ".join(facts) + (": " + " | ".join(remedies) if remedies else "")
 
 
 def gate_severity(outcomes: list[ExpectationOutcome]) -> str | None:
