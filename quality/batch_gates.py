@@ -235,7 +235,8 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None,
         raise DifficultyNotMeasured(
             f"domain {domain.name!r}: {exc.args[0]} under {estimate['described']}; materialize policy_pass_rates "
             f"for {domain.name!r} (it measures every admitted train row) before gated_samples") from None
-    diff_table = diff.with_columns(pl.lit(domain.name).alias("domain"), pl.lit(now).alias("evaluated_at"))
+    diff_table = diff.with_columns(pl.lit(domain.name).alias("domain"), pl.lit(now).alias("evaluated_at"),
+                                   pl.lit(estimate["policy"], dtype=pl.Utf8).alias("policy"))
     diff_table = tables.conform(diff_table, tables.DIFFICULTY)
     previous = last_accepted_difficulty(lake, domain.name)
     params["quantile_ranges"] = quantile_ranges(previous[1] if previous else None,

@@ -109,7 +109,7 @@ def _metadata_difficulty(meta: Any) -> float | None:
 def estimate_difficulty(domain: Any, rows: pl.DataFrame, band: Band | None = None, *,
                         policy_rates: pl.DataFrame | None = None) -> pl.DataFrame:
     """Difficulty of each row of ``rows`` (id, prompt, answer, metadata): a frame with the
-    ``storage.tables.DIFFICULTY`` columns except ``domain`` and ``evaluated_at``.
+    ``storage.tables.DIFFICULTY`` columns except ``domain``, ``evaluated_at`` and ``policy``.
 
     ``policy_rates``: measured pass rates (``id, passes, samples``; the domain's
     ``policy_difficulty`` rows) to judge every row by; a row they lack raises ``KeyError``: a

@@ -42,10 +42,12 @@ GATE_BATCHES = {
     "admitted": pl.Int64, "quarantined": pl.Int64, "evaluated_at": pl.Utf8,
 }
 
-# difficulty/domain=<d>/evaluation=<id>/part.parquet  -- per admitted train item
+# difficulty/domain=<d>/evaluation=<id>/part.parquet  -- per admitted train item of the judged batch;
+# policy: the checkpoint whose pass rates judged it (null: not a measured pass rate, or written
+# before the column existed)
 DIFFICULTY = {
     "domain": pl.Utf8, "id": pl.Utf8, "difficulty": pl.Float64, "pass_rate": pl.Float64,
-    "k": pl.Int64, "method": pl.Utf8, "in_band": pl.Boolean, "evaluated_at": pl.Utf8,
+    "k": pl.Int64, "method": pl.Utf8, "in_band": pl.Boolean, "evaluated_at": pl.Utf8, "policy": pl.Utf8,
 }
 
 # train_set/domain=<d>/part.parquet  -- the in-band train rows of a domain's accepted batches

@@ -206,6 +206,12 @@ def test_champion_change_re_measures_pass_rates_and_rejudges_the_train_set(env, 
         assert request.run_config["ops"]["policy_pass_rates"]["config"]["policy"] == ""
         again = sensor(dg.build_sensor_context(instance=instance, resources=resources, cursor=changed.cursor))
         assert not again.run_requests
+        # observing the source asset itself (the UI's "Observe") gives the same data version
+        from dagster._core.definitions.observe import observe
+
+        observed = observe([env["assets.difficulty"].champion], resources=resources, instance=instance)
+        assert [e.event_specific_data.asset_observation.tags["dagster/data_version"] for e in observed.all_events
+                if e.event_type_value == "ASSET_OBSERVATION"] == ["champ-step000001"]
 
     # the requested run (difficulty_refresh_job's assets) with the request's config
     materialized, checks = _run(env, tiny_home, "diff_mixed", {}, ingest=False,
@@ -223,6 +229,7 @@ def test_champion_change_re_measures_pass_rates_and_rejudges_the_train_set(env, 
     judged = lake.read("difficulty", where={"domain": "diff_mixed", "evaluation": evaluation}).sort("id")
     champion_rates = measured.sort("id")
     assert judged["pass_rate"].to_list() == champion_rates["pass_rate"].to_list()
+    assert set(judged["policy"]) == {"champ-step000001"}
     if not _blocked(checks["difficulty_gate"]):  # a warning (drift against the base's rates) does not block
         train_set = lake.read("train_set", where={"domain": "diff_mixed"})
         assert sorted(train_set["id"]) == sorted(champion_rates.filter(pl.col("verdict") == "in_band")["id"])
