@@ -72,6 +72,10 @@ def test_measurement_feeds_the_gate_and_new_rows_need_a_new_measurement(tiny_hom
     messages = [o.message for o in result.outcomes["difficulty"] if not o.success]
     assert any(m.startswith("mean pass rate 0.00 < 0.10") for m in messages), messages
     assert result.stats["difficulty_estimate"]["estimate"] == "policy"
+    # training's refusal names the failed check and says what to do
+    from quality.gate_history import train_set_problem
+
+    assert "mean pass rate 0.00 < 0.10: add easier items" in train_set_problem(lake, domain.name, None)
 
     # a new batch the measurement has not seen: the gate refuses to judge it (no heuristic stand-in)
     path = tmp_path / "more.jsonl"
@@ -82,3 +86,18 @@ def test_measurement_feeds_the_gate_and_new_rows_need_a_new_measurement(tiny_hom
         evaluate_batch_gates(lake, domain)
     again = measure_domain_difficulty(lake, lake.mlflow_uri, domain, SETTINGS, dtype="float32")
     assert (again.computed, again.cached) == (4, 8)  # only the new rows cost generation
+
+
+def test_gate_results_written_before_the_message_column_still_read(assay_home):
+    from quality.gate_history import latest_verdict
+    from storage import tables
+    from storage.lake import Lake
+
+    lake = Lake.at(assay_home)
+    old = {k: v for k, v in tables.GATE_RESULTS.items() if k != "message"}
+    row = {"domain": "d", "evaluation": "e1", "gate": "format", "expectation": "x", "severity": "critical",
+           "success": False, "observed": "1", "threshold": "{}", "rows_checked": 1, "rows_failed": 1,
+           "evaluated_at": "2026-01-01T00:00:00", "mlflow_run_id": None}
+    lake.write_batch("gate_results", {"domain": "d", "evaluation": "e1"}, {"part": pl.DataFrame([row], schema=old)})
+    verdict = latest_verdict(lake, "d")
+    assert not verdict.passed and verdict.advice == () and verdict.describe() == "format_gate (critical: x)"
