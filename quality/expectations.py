@@ -218,7 +218,8 @@ def _mean(observed: str) -> float | None:
 
 def difficulty_advice(outcome: ExpectationOutcome, params: dict[str, Any], verdicts: dict[str, int]) -> str:
     """What to do about a failed difficulty expectation, ``"<what failed>: <what to do>"`` in one
-    line (empty when it passed or when there is nothing to add). ``verdicts``: counts of ``in_band`` / ``too_easy`` / ``too_hard``."""
+    line (empty when it passed or when there is nothing to add). ``verdicts``: counts of
+    ``in_band`` / ``too_easy`` / ``too_hard``."""
     if outcome.success or outcome.gate != "difficulty":
         return ""
     policy = params.get("difficulty_estimate") == "policy"

@@ -79,7 +79,8 @@ def test_demo_gates_the_train_domain_on_the_policy_and_says_which_estimate_each_
     blocking difficulty check says so, with what to do), the other domain's is the heuristic, and
     the summary names each domain's estimate."""
     out = run_cli("demo", "--recipe", "tiny", "--domains", "math_arith,strings", "--train-domain", "math_arith",
-                  "--train-samples", "16", "--skip-training", "--difficulty-samples", "2", "--max-new-tokens", "4", "--json", timeout=900,
+                  "--train-samples", "16", "--skip-training", "--difficulty-samples", "2", "--max-new-tokens", "4",
+                  "--json", timeout=900,
                   env={"ASSAY_HOME": str(tiny_home)}, unset=("DS_ACCELERATOR",))
     assert out.returncode == 0, out.stderr[-3000:]
     import json
