@@ -1,7 +1,9 @@
 """Quality stage: the batch gates of each domain partition as blocking asset checks, and the
 gated per-domain train set that GRPO reads.
 
-``gated_samples`` runs the environment self-test and the GE suites (format, safety, difficulty)
+``gated_samples`` (after ``policy_pass_rates``, :mod:`assets.difficulty`: the difficulty of each
+train row is its measured pass rate on the difficulty policy, or the heuristic when so configured,
+named in the metadata ``difficulty_estimate``) runs the environment self-test and the GE suites (format, safety, difficulty)
 on the domain's **incoming** batch (:func:`quality.batch_gates.evaluate_batch_gates`: the batches
 no evaluation has judged yet), stores the results in the lake (gate_results, gate_batches,
 difficulty), logs one MLflow run per gate with its dataset, and reports each gate as a blocking
@@ -23,7 +25,7 @@ from pipelines.instance import POOL_INGEST
 from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource, MlflowResource
 from quality.batch_gates import GateSettings, TrainSetError, evaluate_batch_gates, write_train_set
-from quality.expectations import ExpectationOutcome, gate_severity, outcomes_markdown
+from quality.expectations import ExpectationOutcome, combined_advice, gate_severity, outcomes_markdown
 
 GATE_CHECKS = {"format": "format_gate", "safety": "safety_gate", "difficulty": "difficulty_gate",
                "selftest": "selftest_gate"}
@@ -40,6 +42,9 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
         "failed": len(failed),
         "failed_expectations": ", ".join(o.expectation for o in failed) or "none",
     } | extra
+    advice = [o.message for o in failed if o.message]
+    if advice:  # what to do, in words (quality.expectations.difficulty_advice)
+        metadata["what_to_do"] = dg.MetadataValue.text(combined_advice(advice))
     return dg.AssetCheckResult(
         check_name=GATE_CHECKS[gate], passed=severity is None, metadata=metadata,
         severity=dg.AssetCheckSeverity.WARN if severity == "WARN" else dg.AssetCheckSeverity.ERROR,
@@ -49,7 +54,7 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
 @dg.asset(
     partitions_def=domain_partitions,
     group_name="quality",
-    deps=["domain_samples"],
+    deps=["domain_samples", "policy_pass_rates"],
     kinds={"great_expectations", "parquet"},
     pool=POOL_INGEST,
     check_specs=[dg.AssetCheckSpec(name, asset="gated_samples", blocking=True,
@@ -60,9 +65,14 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
 )
 def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: LakeResource,
                   mlflow: MlflowResource) -> dg.MaterializeResult:
+    from evaluation.policy_difficulty import DifficultyNotMeasured
+
     domain = get_registry().get(context.partition_key)
-    result = evaluate_batch_gates(lake.lake(write=True), domain, selftest_samples=config.selftest_samples,
-                                  tracker=mlflow.tracker() if config.log_to_mlflow else None)
+    try:
+        result = evaluate_batch_gates(lake.lake(write=True), domain, selftest_samples=config.selftest_samples,
+                                      tracker=mlflow.tracker() if config.log_to_mlflow else None)
+    except DifficultyNotMeasured as exc:
+        raise dg.Failure(str(exc)) from None
     outcomes, run_ids = result.outcomes, result.mlflow_runs
     checks = [_check_result(gate, outcomes[gate], {"mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_ids[gate]))}
                             if gate in run_ids else {}) for gate in GATE_CHECKS]
@@ -81,6 +91,9 @@ def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: L
             "zero_signal_fraction": dg.MetadataValue.float(stats["zero_signal_fraction"])
             if stats["zero_signal_fraction"] is not None else dg.MetadataValue.text("n/a (no train rows)"),
             "difficulty_method": str(stats["difficulty_method"]),
+            "difficulty_estimate": stats["difficulty_estimate"]["described"],
+            "mean_pass_rate": dg.MetadataValue.float(stats["mean_pass_rate"]) if stats["mean_pass_rate"] is not None
+            else dg.MetadataValue.text("n/a (heuristic estimate or no train rows)"),
             "learnable_band": str(stats["band"]),
             "expectations": dg.MetadataValue.md(outcomes_markdown(all_outcomes)),
             "incoming_batches": dg.MetadataValue.json(stats["incoming_batches"]),

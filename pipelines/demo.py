@@ -3,7 +3,11 @@
 Stages, each a real Dagster run recorded in the instance under ``$ASSAY_HOME/dagster`` (so
 `make ui` shows them afterwards):
 
-1. ingest + gate every selected domain (``domain_pipeline_job``, one run per domain partition);
+1. ingest + gate every selected domain (``domain_pipeline_job``, one run per domain partition).
+   Difficulty: the train domain's is measured on the policy (the recipe's base policy, K =
+   ``--difficulty-samples`` samples of ``--max-new-tokens`` tokens per train row, cached), the
+   other domains use the text heuristic, a cheaper estimate that keeps the demo within minutes;
+   ``--difficulty heuristic`` uses it everywhere. The summary names each domain's estimate;
 2. train the default policy with GRPO for a few steps on an easy domain;
 3. sweep the base model and the new checkpoint on every selected domain;
 4. compare them per domain, then promote the candidate or refuse;
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable
+from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -49,10 +53,15 @@ class DemoOptions(BaseModel):
     sweep_samples: int = Field(1, description="samples per eval item (K)")
     max_new_tokens: int = Field(64, description="completion length in the sweeps")
     skip_training: bool = Field(False, description="stop after ingest and gates")
+    difficulty: Literal["policy", "heuristic"] = Field(
+        "policy", description="difficulty estimate of the train domain's gate: 'policy' (pass rate of the recipe's base "
+                              "policy over --difficulty-samples samples per train row) or 'heuristic'; the other "
+                              "domains use the heuristic (cheaper)")
+    difficulty_samples: int = Field(4, description="samples per train row (K) of the train domain's policy pass rates")
     log: Callable[[str], None] = Field(_to_stderr, exclude=True,
                                        description="where progress lines go (stderr); not a command-line flag")
 
-    @field_validator("train_samples", "steps", "sweep_items", "sweep_samples", "max_new_tokens")
+    @field_validator("train_samples", "steps", "sweep_items", "sweep_samples", "max_new_tokens", "difficulty_samples")
     @classmethod
     def _at_least_one(cls, value, info):
         if value < 1:
@@ -134,23 +143,44 @@ class JobRunner:
             elif event.event_type_value == "ASSET_CHECK_EVALUATION":
                 data = event.event_specific_data
                 if not data.passed:
-                    outcome["failed_checks"].append(f"{data.check_name} ({data.severity.value})")
+                    advice = data.metadata.get("what_to_do")  # quality.expectations.difficulty_advice
+                    outcome["failed_checks"].append(f"{data.check_name} ({data.severity.value})"
+                                                    + (f": {advice.value}" if advice is not None else ""))
             elif event.event_type_value == "STEP_FAILURE":
                 error = event.event_specific_data.error
                 outcome["errors"].append(f"{event.step_key}: {error.message.strip().splitlines()[-1] if error else '?'}")
         return outcome
 
 
+def difficulty_settings(options: DemoOptions, name: str) -> dict:
+    """The ``policy_pass_rates`` config of domain ``name``: on the policy for the train domain
+    (the recipe's base policy: the demo trains from it), the heuristic for the others."""
+    from training.policy import BUILTIN_POLICIES
+
+    if options.difficulty == "heuristic" or name != options.train_domain:
+        return {"estimate": "heuristic"}
+    # a recipe file has no built-in base: then the champion, else the policy resource's base
+    policy = f"base-{options.recipe}" if options.recipe in BUILTIN_POLICIES else ""
+    return {"estimate": "policy", "policy": policy, "samples": options.difficulty_samples,
+            "max_new_tokens": options.max_new_tokens}
+
+
+def ingest_run_config(options: DemoOptions, name: str) -> dict:
+    """``domain_pipeline_job``'s run config for domain ``name``."""
+    return {"ops": {"domain_samples": {"config": {"train_samples": options.train_samples}},
+                    "policy_pass_rates": {"config": difficulty_settings(options, name)}}}
+
+
 def run_ingest_stage(runner: JobRunner, names: list[str], options: DemoOptions) -> dict[str, dict]:
-    """``domain_pipeline_job`` for each domain partition: ingest, gates, train set."""
+    """``domain_pipeline_job`` for each domain partition: ingest, difficulty, gates, train set."""
     from tqdm import tqdm
 
-    config = {"ops": {"domain_samples": {"config": {"train_samples": options.train_samples}}}}
     outcomes = {}
     bar = tqdm(names, desc="  ingest + gates", unit="domain", file=sys.stderr, leave=False)
     for name in bar:
         bar.set_postfix_str(name)
-        outcome = outcomes[name] = runner.run("domain_pipeline_job", run_config=config, partition_key=name)
+        outcome = outcomes[name] = runner.run("domain_pipeline_job", run_config=ingest_run_config(options, name),
+                                              partition_key=name)
         problems = outcome["failed_checks"] + outcome["errors"]
         if problems:
             bar.write(f"  {name}: blocked: {'; '.join(problems)}", file=sys.stderr)
@@ -176,13 +206,21 @@ def run_evaluation_stage(runner: JobRunner, checkpoint: str, names: list[str], o
 
 def _ingest_lines(outcomes: dict[str, dict]) -> list[str]:
     lines = [f"{'domain':<30} {'admitted':>8} {'quarantined':>11}  gates"]
+    estimates = []
     for name, outcome in outcomes.items():
         meta = outcome.get("domain_samples", {})
         admitted = meta.get("train_admitted", 0) + meta.get("eval_admitted", 0)
         problems = outcome["failed_checks"] + outcome["errors"]
         gates = "blocked: " + "; ".join(problems) if problems else "passed"
         lines.append(f"{name:<30} {admitted:>8} {meta.get('quarantined', 0):>11}  {gates}")
-    return lines
+        gate = outcome.get("gated_samples", {})
+        rates = outcome.get("policy_pass_rates", {})
+        estimate = gate.get("difficulty_estimate") or rates.get("difficulty_estimate") or "not estimated"
+        if isinstance(gate.get("mean_pass_rate"), float) and rates.get("estimate") == "policy":
+            estimate += (f"; mean pass rate {gate['mean_pass_rate']:.2f}, {gate.get('in_band', 0)}/"
+                         f"{gate.get('train_rows', 0)} train rows in band")
+        estimates.append(f"  {name}: {estimate}")
+    return lines + ["difficulty estimate per domain:"] + estimates
 
 
 def _comparison_lines(lake, candidate: str, baseline: str) -> list[str]:

@@ -20,6 +20,16 @@ domain_pipeline_job = dg.define_asset_job(
     description="Ingest, gate and package one domain's train set: what `assay demo` runs for every domain.",
 )
 
+# Per domain partition, when the champion changes (champion_change_sensor): re-measure the
+# domain's pass rates on the new champion, re-judge its latest batch, rebuild its train set.
+difficulty_refresh_job = dg.define_asset_job(
+    "difficulty_refresh_job",
+    selection=dg.AssetSelection.assets("policy_pass_rates", "gated_samples", "domain_train_set"),
+    partitions_def=domain_partitions,
+    description="Re-measure a domain's difficulty on the difficulty policy, re-run its gates and rebuild its "
+                "train set (requested by champion_change_sensor when the champion changes).",
+)
+
 training_job = dg.define_asset_job(
     "training_job", selection=dg.AssetSelection.assets("policy_checkpoint"),
     description="GRPO on the gated train sets of the configured domains; registers a checkpoint.",
@@ -37,4 +47,4 @@ checkpoint_evaluation_job = dg.define_asset_job(
     description="Sweep a checkpoint, compare it with the champion, and promote it or refuse.",
 )
 
-JOBS = [ingest_job, domain_pipeline_job, training_job, checkpoint_sweep_job, checkpoint_evaluation_job]
+JOBS = [ingest_job, domain_pipeline_job, difficulty_refresh_job, training_job, checkpoint_sweep_job, checkpoint_evaluation_job]

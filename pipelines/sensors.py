@@ -6,15 +6,20 @@ version number already handled, so a checkpoint whose partition the training ass
 is still evaluated exactly once (run_key = ``evaluate-<id>`` deduplicates too). For each new
 checkpoint it adds the dynamic partition (``SensorResult(dynamic_partitions_requests=...)``) and
 requests ``checkpoint_evaluation_job`` (sweep -> regression report -> promotion) for it.
+
+``champion_change_sensor`` watches the MLflow alias ``champion``; its cursor is the champion it
+last acted on. When the champion changes it records an observation of the ``champion`` source
+asset (data version = the checkpoint id) and requests ``difficulty_refresh_job`` for each domain
+whose difficulty follows the champion (see :mod:`assets.difficulty` for why a sensor).
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from pipelines.jobs import checkpoint_evaluation_job
-from pipelines.partitions import checkpoint_partitions
-from pipelines.resources import MlflowResource
+from pipelines.jobs import checkpoint_evaluation_job, difficulty_refresh_job
+from pipelines.partitions import checkpoint_partitions, domain_partitions
+from pipelines.resources import LakeResource, MlflowResource
 
 
 def registered_checkpoints(mlflow: MlflowResource, after_version: int = 0) -> list[tuple[int, str]]:
@@ -44,4 +49,44 @@ def new_checkpoint_sensor(context: dg.SensorEvaluationContext, mlflow: MlflowRes
     )
 
 
-SENSORS = [new_checkpoint_sensor]
+def domains_following_champion(lake: LakeResource, domains: list[str]) -> dict[str, dict]:
+    """{domain: its DifficultySettings as a dict} for each domain whose last ``policy_pass_rates``
+    measured on a policy without naming one (it follows the champion)."""
+    from evaluation.policy_difficulty import current_difficulty, measured_settings
+
+    the_lake = lake.lake()
+    out = {}
+    for name in domains:
+        settings = measured_settings(current_difficulty(the_lake, name))
+        if settings is not None and settings.estimate == "policy" and not settings.policy:
+            out[name] = settings.model_dump()
+    return out
+
+
+@dg.sensor(job=difficulty_refresh_job, minimum_interval_seconds=60,
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="When the MLflow alias 'champion' moves: observes the champion asset and re-measures the "
+                       "difficulty (policy_pass_rates -> gated_samples -> domain_train_set) of every domain whose "
+                       "difficulty policy is the champion.")
+def champion_change_sensor(context: dg.SensorEvaluationContext, lake: LakeResource,
+                           mlflow: MlflowResource) -> dg.SensorResult:
+    from assets.difficulty import NO_CHAMPION, champion_version
+
+    now = champion_version(mlflow)
+    before = context.cursor or NO_CHAMPION
+    if now == before:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"champion unchanged ({now})"))
+    observation = dg.AssetObservation(asset_key="champion", tags={"dagster/data_version": now},
+                                      metadata={"previous": before})
+    following = domains_following_champion(lake, domain_partitions.get_partition_keys())
+    runs = [dg.RunRequest(partition_key=name, run_key=f"difficulty-{now}-{name}",
+                          run_config={"ops": {"policy_pass_rates": {"config": settings}}},
+                          tags={"assay.trigger": "champion_change", "assay.champion": now})
+            for name, settings in following.items()]
+    if not runs:
+        return dg.SensorResult(asset_events=[observation], cursor=now, skip_reason=dg.SkipReason(
+            f"champion {before} -> {now}: no domain's difficulty follows the champion"))
+    return dg.SensorResult(run_requests=runs, asset_events=[observation], cursor=now)
+
+
+SENSORS = [new_checkpoint_sensor, champion_change_sensor]

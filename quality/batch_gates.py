@@ -37,7 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from quality import gate_history, reasons
 from storage import tables
 from quality.difficulty import QUANTILES, Band, estimate_difficulty, quantile_ranges, zero_signal_fraction
-from quality.expectations import ExpectationOutcome, gate_parameters, gate_severity, outcomes_markdown, run_suite
+from quality.expectations import (ExpectationOutcome, difficulty_advice, gate_parameters, gate_severity,
+                                  outcomes_markdown, run_suite)
 from quality.gate_history import BATCH_KEY
 from storage.lake import Lake
 
@@ -161,10 +162,45 @@ def selftest_outcomes(domain: Any, n: int) -> list[ExpectationOutcome]:
         rows_failed=None, failed_ids=[]) for name, check in report["checks"].items()]
 
 
+def _difficulty_source(lake: Lake, domain: str) -> tuple[pl.DataFrame | None, dict]:
+    """(policy rates or None, how the gate estimates difficulty) from the domain's current
+    ``policy_difficulty`` measurement (:mod:`evaluation.policy_difficulty`); without one, the
+    heuristic, said so."""
+    from evaluation.policy_difficulty import current_difficulty, measured_settings
+
+    current = current_difficulty(lake, domain)
+    settings = measured_settings(current)
+    if settings is None:
+        return None, {"estimate": "heuristic", "described": "heuristic (text features; no policy run): "
+                      "policy_pass_rates was not materialized for this domain", "policy": None}
+    if settings.estimate == "heuristic":
+        return None, {"estimate": "heuristic", "described": settings.describe(), "policy": None}
+    checkpoint = current["checkpoint"].drop_nulls()
+    checkpoint = checkpoint[0] if len(checkpoint) else None
+    return current.filter(pl.col("pass_rate").is_not_null()), {
+        "estimate": "policy", "described": settings.describe(checkpoint), "policy": checkpoint,
+        "measured_at": current["measured_at"][0]}
+
+
+def _verdict_counts(diff: pl.DataFrame, band: Band) -> dict[str, int]:
+    """in_band / too_easy / too_hard counts (difficulty below the band is too easy)."""
+    if not diff.height:
+        return {}
+    easy = int((~diff["in_band"] & (diff["difficulty"] < band.low + 1e-9)).sum())
+    inside = int(diff["in_band"].sum())
+    return {"in_band": inside, "too_easy": easy, "too_hard": diff.height - inside - easy}
+
+
 def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None, *,
                          extra_outcomes: dict[str, list[ExpectationOutcome]] | None = None,
                          selftest_samples: int | None = None, tracker: "Tracker | None" = None) -> GateEvaluation:
     """Judge the domain's incoming batch and store the evaluation.
+
+    Difficulty: the domain's current ``policy_difficulty`` measurement (the ``policy_pass_rates``
+    asset) when it has one: under the ``policy`` estimate every incoming train row is judged by its
+    measured pass rate, and a row without one raises
+    :class:`evaluation.policy_difficulty.DifficultyNotMeasured` (never a heuristic guess); under
+    ``heuristic``, or with no measurement, the heuristic, said so in ``stats["difficulty_estimate"]``.
 
     ``selftest_samples``: also run the environment self-test (:func:`selftest_outcomes`) as gate
     ``selftest``. ``extra_outcomes``: outcomes of gates run elsewhere. Either is stored with this
@@ -189,8 +225,18 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None,
     # difficulty of the incoming admitted train rows; out-of-band rows are quarantined (kept, not deleted)
     train = admitted.filter(pl.col("split") == "train")
     band = Band.for_domain(domain)
-    diff = estimate_difficulty(domain, train, band)
-    diff_table = diff.with_columns(pl.lit(domain.name).alias("domain"), pl.lit(now).alias("evaluated_at"))
+    policy_rates, estimate = _difficulty_source(lake, domain.name)
+    params["difficulty_estimate"] = estimate["estimate"]
+    try:
+        diff = estimate_difficulty(domain, train, band, policy_rates=policy_rates)
+    except KeyError as exc:
+        from evaluation.policy_difficulty import DifficultyNotMeasured
+
+        raise DifficultyNotMeasured(
+            f"domain {domain.name!r}: {exc.args[0]} under {estimate['described']}; materialize policy_pass_rates "
+            f"for {domain.name!r} (it measures every admitted train row) before gated_samples") from None
+    diff_table = diff.with_columns(pl.lit(domain.name).alias("domain"), pl.lit(now).alias("evaluated_at"),
+                                   pl.lit(estimate["policy"], dtype=pl.Utf8).alias("policy"))
     diff_table = tables.conform(diff_table, tables.DIFFICULTY)
     previous = last_accepted_difficulty(lake, domain.name)
     params["quantile_ranges"] = quantile_ranges(previous[1] if previous else None,
@@ -199,7 +245,7 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None,
     frames = {
         "format": admitted,
         "safety": _safety_frame(admitted, quarantined, domain),
-        "difficulty": diff.select("id", "difficulty", pl.col("in_band").cast(pl.Float64).alias("in_band_num"),
+        "difficulty": diff.select("id", "difficulty", "pass_rate", pl.col("in_band").cast(pl.Float64).alias("in_band_num"),
                                   ((pl.col("difficulty") <= 1e-9) | (pl.col("difficulty") >= 1 - 1e-9))
                                   .cast(pl.Float64).alias("zero_signal")),
     }
@@ -207,6 +253,9 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None,
                 if gate != "difficulty" or frame.height}
     if not train.height:  # e.g. a batch whose rows were all duplicates: nothing to estimate
         outcomes["difficulty"] = [_skipped("difficulty", "no admitted train rows in the incoming batch")]
+    verdicts = _verdict_counts(diff, band)
+    for outcome in outcomes.get("difficulty", []):
+        outcome.message = difficulty_advice(outcome, params, verdicts)
     outcomes.update(extra_outcomes or {})
 
     out_of_band = train.join(diff.filter(~pl.col("in_band")).select("id"), on="id", how="semi")
@@ -215,6 +264,8 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None,
         "in_band": int(diff["in_band"].sum()) if diff.height else 0, "out_of_band": out_of_band.height,
         "zero_signal_fraction": zero_signal_fraction(diff["difficulty"]),
         "difficulty_method": diff["method"][0] if diff.height else None,
+        "difficulty_estimate": estimate, "verdicts": verdicts,
+        "mean_pass_rate": float(diff["pass_rate"].mean()) if diff["pass_rate"].null_count() < diff.height else None,
         "band": [band.low, band.high], "previous_batch": previous is not None,
         "incoming_batches": incoming["batch"].to_list(),
         "history": _history(status, incoming),
@@ -255,7 +306,7 @@ def _write(lake: Lake, result: GateEvaluation, incoming: pl.DataFrame, train: pl
         "domain": result.domain, "evaluation": result.evaluation, "gate": o.gate, "expectation": o.expectation,
         "severity": o.severity, "success": o.success, "observed": o.observed, "threshold": o.threshold,
         "rows_checked": o.rows_checked, "rows_failed": o.rows_failed, "evaluated_at": now,
-        "mlflow_run_id": result.mlflow_runs.get(o.gate),
+        "mlflow_run_id": result.mlflow_runs.get(o.gate), "message": o.message or None,
     } for outcomes in result.outcomes.values() for o in outcomes]
     partition = {"domain": result.domain, "evaluation": result.evaluation}
     lake.write_batch("difficulty", partition, {"part": result.difficulty})
@@ -313,14 +364,25 @@ def write_train_set(lake: Lake, domain: str) -> TrainSet:
 
 def train_set_rows(lake: Lake, domain: str, evaluation: str, gated_at: str) -> pl.DataFrame:
     """The in-band train rows of every accepted batch of ``domain`` (``tables.TRAIN_SET``),
-    built after ``evaluation`` (the domain's latest, which passed). Each row's difficulty comes
-    from the evaluation that accepted its batch."""
+    built after ``evaluation`` (the domain's latest, which passed).
+
+    In band: when the domain's current ``policy_difficulty`` measurement is on a policy, by its
+    verdicts (the latest pass rates of the current difficulty policy, re-measured when the champion
+    changes), difficulty ``1 - pass rate``; an item it does not list is left out. Otherwise by the
+    evaluation that accepted the row's batch, with that evaluation's difficulty."""
     admitted = _admitted(lake, domain).filter(pl.col("split") == "train")
     status = gate_history.batch_status(lake, domain)
     accepted = status.filter(pl.col("status") == "accepted").select(*BATCH_KEY, pl.col("evaluation").alias("judged_by"))
     rows = admitted.join(accepted, on=BATCH_KEY, how="inner")
     if rows.is_empty():
         return tables.empty(tables.TRAIN_SET)
+    policy_rates, _ = _difficulty_source(lake, domain)
+    if policy_rates is not None:
+        current = policy_rates.filter(pl.col("verdict") == "in_band").select(
+            "id", (1.0 - pl.col("pass_rate")).alias("difficulty"))
+        rows = rows.join(current, on="id", how="inner").with_columns(
+            pl.lit(evaluation).alias("evaluation"), pl.lit(gated_at).alias("gated_at"))
+        return tables.conform(rows.sort("id"), tables.TRAIN_SET)
     diffs = [lake.read("difficulty", where={"domain": domain, "evaluation": e}).select(
         "id", "difficulty", "in_band", pl.lit(e).alias("judged_by")) for e in rows["judged_by"].unique().to_list()]
     diff = pl.concat([d for d in diffs if d.height]) if any(d.height for d in diffs) else None

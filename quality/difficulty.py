@@ -10,6 +10,9 @@ distribution with the last accepted batch (quantiles). Rows outside the band are
 
 Estimators, first match wins:
 
+0. ``policy_pass_rate`` from measured rates: what the pipeline's gate uses. The
+   ``policy_pass_rates`` asset measures the domain's train rows on the difficulty policy
+   (:mod:`evaluation.policy_difficulty`) and the gate passes them as ``policy_rates``.
 1. ``policy_pass_rate``: a pass-rate function registered with :func:`register_pass_rate_estimator`
    (:func:`evaluation.pass_rates.pass_rate_estimator`: ``k`` seeded samples of a named policy per
    item, scored by the domain, cached in lake table ``pass_rates``). An item is judged by
@@ -103,12 +106,28 @@ def _metadata_difficulty(meta: Any) -> float | None:
     return None
 
 
-def estimate_difficulty(domain: Any, rows: pl.DataFrame, band: Band | None = None) -> pl.DataFrame:
+def estimate_difficulty(domain: Any, rows: pl.DataFrame, band: Band | None = None, *,
+                        policy_rates: pl.DataFrame | None = None) -> pl.DataFrame:
     """Difficulty of each row of ``rows`` (id, prompt, answer, metadata): a frame with the
-    ``storage.tables.DIFFICULTY`` columns except ``domain`` and ``evaluated_at``."""
+    ``storage.tables.DIFFICULTY`` columns except ``domain``, ``evaluated_at`` and ``policy``.
+
+    ``policy_rates``: measured pass rates (``id, passes, samples``; the domain's
+    ``policy_difficulty`` rows) to judge every row by; a row they lack raises ``KeyError``: a
+    policy-mode gate never falls back to a guess. Otherwise the registered estimator, metadata or
+    the heuristic (see the module docstring)."""
     band = band or Band.for_domain(domain)
     n = rows.height
-    if _ESTIMATOR and n:
+    if policy_rates is not None:
+        by_id = {r["id"]: (r["passes"], r["samples"]) for r in policy_rates.iter_rows(named=True)}
+        missing = [i for i in rows["id"].to_list() if i not in by_id]
+        if missing:
+            raise KeyError(f"{len(missing)} item(s) have no measured pass rate, e.g. {missing[:3]}")
+        measured = [by_id[i] for i in rows["id"].to_list()]
+        rates = np.array([p / k for p, k in measured], dtype=float)
+        diff, pass_rate, method = 1.0 - rates, rates, ["policy_pass_rate"] * n
+        ks = [k for _, k in measured]
+        in_band = np.array([pass_rate_verdict(p, k, band) == IN_BAND for p, k in measured], dtype=bool)
+    elif _ESTIMATOR and n:
         k = int(_ESTIMATOR["k"])
         rates = np.asarray(_ESTIMATOR["fn"](domain, rows.to_dicts(), k), dtype=float)
         if rates.shape != (n,) or not np.all((rates >= 0) & (rates <= 1)):  # NaN fails too

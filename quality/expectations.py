@@ -12,14 +12,20 @@ suite sees the **incoming** batch only (the batches no evaluation has judged yet
   safety flag (re-scanned with the rule-based safety detectors), and the flagged share of the
   incoming batch under ``max_safety_flagged_fraction``: a batch that is mostly bad is a signal.
 - ``difficulty`` on the difficulty estimates of its admitted train rows: values in [0, 1], the
-  in-band share at least ``min_in_band_fraction``, the zero-signal share (items every sample
-  solves or fails) at most ``max_zero_signal_fraction``, and (warning) the quantiles within
+  in-band share at least ``min_in_band_fraction``, under the ``policy`` estimate (measured pass
+  rates) the mean pass rate within ``[min_mean_pass_rate, max_mean_pass_rate]`` (both critical: a
+  batch the policy all solves or all fails teaches GRPO nothing), the zero-signal share (items
+  every sample solves or fails) at most ``max_zero_signal_fraction``, and (warning) the quantiles within
   ``difficulty_quantile_tolerance`` of the last accepted batch: the one expectation that consults
   an earlier batch, as a drift signal that never blocks.
 
 Severity: each expectation is ``critical`` or ``warning``. GE marks a suite failed even when only
 a warning fails, so :func:`gate_severity` maps them: any critical failure -> ``ERROR`` (a
 blocking Dagster check: downstream training stops), only warnings -> ``WARN``, else passed.
+
+A failed difficulty expectation carries a ``message`` that says what to do (:func:`difficulty_advice`:
+harder or easier items, more samples, another policy); it reaches ``gate_results.message``, the
+Dagster check metadata (``what_to_do``) and the demo's output.
 
 ``great_expectations`` takes 5-7 s to import: it is imported inside the functions here.
 """
@@ -42,6 +48,8 @@ DEFAULTS: dict[str, float] = {
     "min_prompt_chars": 1,
     "max_safety_flagged_fraction": 0.2,
     "min_in_band_fraction": 0.5,
+    "min_mean_pass_rate": 0.1,
+    "max_mean_pass_rate": 0.9,
     "max_zero_signal_fraction": 0.5,
     "difficulty_quantile_tolerance": 0.15,
 }
@@ -61,6 +69,7 @@ class ExpectationOutcome:
     rows_checked: int | None
     rows_failed: int | None
     failed_ids: list[str]
+    message: str = ""      # what to do when it failed (empty: nothing beyond the expectation itself)
 
 
 def gate_parameters(domain: Any) -> dict[str, Any]:
@@ -102,6 +111,8 @@ def _suite_specs() -> dict[str, list]:
             E.ExpectColumnValuesToBeBetween(column="difficulty", min_value=0.0, max_value=1.0, severity="critical"),
             E.ExpectColumnMeanToBeBetween(column="in_band_num", min_value=_p("min_in_band_fraction"),
                                           max_value=1.0, severity="critical"),
+            E.ExpectColumnMeanToBeBetween(column="pass_rate", min_value=_p("min_mean_pass_rate"),
+                                          max_value=_p("max_mean_pass_rate"), severity="critical"),
             E.ExpectColumnMeanToBeBetween(column="zero_signal", min_value=0.0,
                                           max_value=_p("max_zero_signal_fraction"), severity="warning"),
             E.ExpectColumnQuantileValuesToBeBetween(column="difficulty", quantile_ranges=_p("quantile_ranges"),
@@ -127,13 +138,17 @@ def _context():
     source = context.data_sources.add_pandas("assay")
     batches = {}
     specs = _suite_specs()
-    # the first accepted batch of a domain has nothing to compare quantiles with
-    specs["difficulty-first"] = [e for e in _suite_specs()["difficulty"]
-                                 if e.expectation_type != "expect_column_quantile_values_to_be_between"]
+    # variants: the first accepted batch of a domain has nothing to compare quantiles with; the
+    # heuristic estimate has no pass rate to average (none is made up)
+    for name in DIFFICULTY_SUITES:
+        specs[name] = [e for e in _suite_specs()["difficulty"]
+                       if not ("first" in name and e.expectation_type == "expect_column_quantile_values_to_be_between")
+                       and not ("heuristic" in name and getattr(e, "column", None) == "pass_rate")]
+    del specs["difficulty"]
+    for gate in GATES:
+        asset = source.add_dataframe_asset(gate)
+        batches[gate] = asset.add_batch_definition_whole_dataframe(gate)
     for gate, expectations in specs.items():
-        if gate in GATES:
-            asset = source.add_dataframe_asset(gate)
-            batches[gate] = asset.add_batch_definition_whole_dataframe(gate)
         suite = gx.ExpectationSuite(name=gate)
         for expectation in expectations:
             suite.add_expectation(expectation)
@@ -141,9 +156,21 @@ def _context():
     return context, batches
 
 
+DIFFICULTY_SUITES = ("difficulty-policy", "difficulty-policy-first", "difficulty-heuristic", "difficulty-heuristic-first")
+
+
+def suite_name(gate: str, params: dict[str, Any]) -> str:
+    """The suite that judges ``gate`` under ``params`` (the difficulty suite has variants)."""
+    if gate != "difficulty":
+        return gate
+    estimate = "policy" if params.get("difficulty_estimate") == "policy" else "heuristic"
+    return f"difficulty-{estimate}" + ("-first" if params.get("quantile_ranges") is None else "")
+
+
 def suite_expectations(gate: str) -> list[str]:
     context, _ = _context()
-    return [e.expectation_type for e in context.suites.get(gate).expectations]
+    name = "difficulty-policy" if gate == "difficulty" else gate
+    return [e.expectation_type for e in context.suites.get(name).expectations]
 
 
 def _jsonable(value: Any) -> str:
@@ -154,8 +181,7 @@ def run_suite(gate: str, frame: pd.DataFrame, params: dict[str, Any]) -> list[Ex
     """Validate ``frame`` with the ``gate`` suite; expectations whose parameter is absent (no
     previous batch for the quantile check) are skipped, not faked."""
     context, batches = _context()
-    first = gate == "difficulty" and params.get("quantile_ranges") is None
-    suite = context.suites.get("difficulty-first" if first else gate)
+    suite = context.suites.get(suite_name(gate, params))
     id_cols = ["id"] if "id" in frame.columns else []
     batch = batches[gate].get_batch(batch_parameters={"dataframe": frame})
     result = batch.validate(suite, expectation_parameters=params, result_format={
@@ -180,6 +206,53 @@ def run_suite(gate: str, frame: pd.DataFrame, params: dict[str, Any]) -> list[Ex
             outcomes[-1].success = False
             outcomes[-1].observed = _jsonable({"exception": r.exception_info.get("exception_message")})
     return outcomes
+
+
+def _mean(observed: str) -> float | None:
+    try:
+        value = json.loads(observed)
+    except (TypeError, ValueError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def difficulty_advice(outcome: ExpectationOutcome, params: dict[str, Any], verdicts: dict[str, int]) -> str:
+    """What to do about a failed difficulty expectation, ``"<what failed>: <what to do>"`` in one
+    line (empty when it passed or when there is nothing to add). ``verdicts``: counts of
+    ``in_band`` / ``too_easy`` / ``too_hard``."""
+    if outcome.success or outcome.gate != "difficulty":
+        return ""
+    policy = params.get("difficulty_estimate") == "policy"
+    try_one = "policy_pass_rates config `policy`; try one with `assay difficulty --policy`"
+    other = (f"measure with another policy ({try_one})" if policy
+             else "measure difficulty on the policy (policy_pass_rates config estimate=policy)")
+    easier = "add easier items, raise K (`samples`), or " + (f"measure with a stronger policy ({try_one})" if policy
+                                                            else other)
+    harder = f"add harder items, raise K (`samples`), or {other}"
+    observed = _mean(outcome.observed)
+    if "(pass_rate)" in outcome.expectation and observed is not None:
+        low, high = params["min_mean_pass_rate"], params["max_mean_pass_rate"]
+        if observed > high:
+            return f"mean pass rate {observed:.2f} > {high:.2f}: {harder}"
+        return f"mean pass rate {observed:.2f} < {low:.2f}: {easier}"
+    if "(in_band_num)" in outcome.expectation and observed is not None:
+        easy, hard = verdicts.get("too_easy", 0), verdicts.get("too_hard", 0)
+        n = sum(verdicts.values())
+        what = f"in-band share {observed:.2f} < {params['min_in_band_fraction']:.2f} ({easy} too easy, {hard} too hard " \
+               f"of {n}{'' if policy else ', heuristic estimate'})"
+        return f"{what}: {harder if easy >= hard else easier}"
+    return ""
+
+
+def combined_advice(messages: list[str]) -> str:
+    """Several ``"<what failed>: <what to do>"`` messages as one line, each remedy said once."""
+    facts, remedies = [], []
+    for message in messages:
+        fact, _, remedy = message.partition(": ")
+        facts.append(fact)
+        if remedy and remedy not in remedies:
+            remedies.append(remedy)
+    return "; ".join(facts) + (": " + " | ".join(remedies) if remedies else "")
 
 
 def gate_severity(outcomes: list[ExpectationOutcome]) -> str | None:

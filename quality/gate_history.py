@@ -54,6 +54,7 @@ class Verdict:
     evaluation: str
     evaluated_at: str
     failures: tuple[tuple[str, str], ...] = ()  # (gate, expectation)
+    advice: tuple[str, ...] = ()  # what to do about the failures (gate_results.message), when said
 
     @property
     def passed(self) -> bool:
@@ -69,38 +70,43 @@ class Verdict:
             names = sorted({e for g, e in self.failures if g == gate})
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             parts.append(f"{gate}_gate (critical: {shown})")
-        return ", ".join(parts)
+        return ", ".join(parts) + (f" [{'; '.join(self.advice)}]" if self.advice else "")
 
 
-def _scan(lake: Lake, table: str, columns: list[str], where: dict | None = None, name: str = "part") -> pl.DataFrame:
+def _scan(lake: Lake, table: str, columns: list[str], where: dict | None = None, name: str = "part",
+          schema: dict | None = None) -> pl.DataFrame:
     """Only ``columns`` of a table's committed files, in one multi-file scan (a column a file
-    lacks, e.g. one added later, reads as null)."""
+    lacks, e.g. one added later, reads as null; with ``schema``, the table's contract, even when
+    no file has it yet)."""
     files = lake.files(table, name, where)
     if not files:
         return pl.DataFrame()
-    return (pl.scan_parquet(files, hive_partitioning=False, missing_columns="insert", extra_columns="ignore")
+    given = {"schema": {c: schema[c] for c in columns}} if schema else {}
+    return (pl.scan_parquet(files, hive_partitioning=False, missing_columns="insert", extra_columns="ignore", **given)
             .select(columns).collect())
 
 
 def verdicts(lake: Lake, domain: str | None = None) -> list[Verdict]:
     """Every evaluation (of ``domain``, or of all domains), oldest first."""
     frame = _verdict_frame(lake, domain)
-    return [Verdict(r["domain"], r["evaluation"], r["evaluated_at"], tuple(tuple(f) for f in r["failures"]))
-            for r in frame.iter_rows(named=True)]
+    return [Verdict(r["domain"], r["evaluation"], r["evaluated_at"], tuple(tuple(f) for f in r["failures"]),
+                    tuple(r["advice"])) for r in frame.iter_rows(named=True)]
 
 
 def _verdict_frame(lake: Lake, domain: str | None) -> pl.DataFrame:
     """domain, evaluation, evaluated_at, passed, failures [(gate, expectation)], rank (0 = oldest)."""
     frame = _scan(lake, GATE_RESULTS, ["domain", "evaluation", "gate", "expectation", "severity", "success",
-                                       "evaluated_at"], {"domain": domain} if domain else None)
+                                       "evaluated_at", "message"], {"domain": domain} if domain else None,
+                  schema=tables.GATE_RESULTS)  # message: absent from results written before it existed
     schema = {"domain": pl.Utf8, "evaluation": pl.Utf8, "evaluated_at": pl.Utf8, "passed": pl.Boolean,
-              "failures": pl.List(pl.List(pl.Utf8)), "rank": pl.Int64}
+              "failures": pl.List(pl.List(pl.Utf8)), "rank": pl.Int64, "advice": pl.List(pl.Utf8)}
     if frame.is_empty():
         return pl.DataFrame(schema=schema)
     critical = (pl.col("severity") == "critical") & ~pl.col("success")
     out = (frame.group_by("domain", "evaluation")
            .agg(pl.col("evaluated_at").max(),
-                pl.concat_list("gate", "expectation").filter(critical).unique().sort().alias("failures"))
+                pl.concat_list("gate", "expectation").filter(critical).unique().sort().alias("failures"),
+                pl.col("message").filter(critical & pl.col("message").is_not_null()).unique().sort().alias("advice"))
            .with_columns((pl.col("failures").list.len() == 0).alias("passed"))
            .sort("evaluated_at", "evaluation"))
     return out.with_row_index("rank").with_columns(pl.col("rank").cast(pl.Int64)).select(list(schema))

@@ -25,12 +25,14 @@ QUARANTINE = {
 }
 
 # gate_results/domain=<d>/evaluation=<id>/part.parquet  -- one row per expectation of a gate run
-# gate: format | safety | difficulty | selftest; severity: critical | warning | info
+# gate: format | safety | difficulty | selftest; severity: critical | warning | info; message: what
+# to do about a failed expectation, in words (null when it passed, has no advice, or in results
+# written before the column existed)
 GATE_RESULTS = {
     "domain": pl.Utf8, "evaluation": pl.Utf8, "gate": pl.Utf8, "expectation": pl.Utf8,
     "severity": pl.Utf8, "success": pl.Boolean, "observed": pl.Utf8, "threshold": pl.Utf8,
     "rows_checked": pl.Int64, "rows_failed": pl.Int64, "evaluated_at": pl.Utf8,
-    "mlflow_run_id": pl.Utf8,
+    "mlflow_run_id": pl.Utf8, "message": pl.Utf8,
 }
 
 # gate_batches/domain=<d>/evaluation=<id>/part.parquet  -- the ingest batches (name + ingested_at:
@@ -40,10 +42,12 @@ GATE_BATCHES = {
     "admitted": pl.Int64, "quarantined": pl.Int64, "evaluated_at": pl.Utf8,
 }
 
-# difficulty/domain=<d>/evaluation=<id>/part.parquet  -- per admitted train item
+# difficulty/domain=<d>/evaluation=<id>/part.parquet  -- per admitted train item of the judged batch;
+# policy: the checkpoint whose pass rates judged it (null: not a measured pass rate, or written
+# before the column existed)
 DIFFICULTY = {
     "domain": pl.Utf8, "id": pl.Utf8, "difficulty": pl.Float64, "pass_rate": pl.Float64,
-    "k": pl.Int64, "method": pl.Utf8, "in_band": pl.Boolean, "evaluated_at": pl.Utf8,
+    "k": pl.Int64, "method": pl.Utf8, "in_band": pl.Boolean, "evaluated_at": pl.Utf8, "policy": pl.Utf8,
 }
 
 # train_set/domain=<d>/part.parquet  -- the in-band train rows of a domain's accepted batches
@@ -106,6 +110,18 @@ PASS_RATES = {
     "checkpoint": pl.Utf8, "domain": pl.Utf8, "item_id": pl.Utf8, "samples": pl.Int64, "passes": pl.Int64,
     "pass_rate": pl.Float64, "mean_score": pl.Float64, "gen_config": pl.Utf8, "gen_params": pl.Utf8,
     "engine": pl.Utf8, "created_at": pl.Utf8,
+}
+
+# policy_difficulty/domain=<d>/part.parquet  -- the domain's current difficulty measurement, replaced
+# by each `policy_pass_rates` materialization (evaluation.policy_difficulty): one row per admitted
+# train item. estimate: policy | heuristic (then checkpoint, samples, passes, pass_rate, verdict
+# and gen_config are null: no policy ran). policy_ref: the policy the settings named (null: follow
+# the champion); checkpoint: the policy measured; champion: the champion when measured (null: none);
+# verdict: in_band | too_easy | too_hard; settings: the DifficultySettings as JSON.
+POLICY_DIFFICULTY = {
+    "domain": pl.Utf8, "id": pl.Utf8, "estimate": pl.Utf8, "policy_ref": pl.Utf8, "checkpoint": pl.Utf8,
+    "samples": pl.Int64, "passes": pl.Int64, "pass_rate": pl.Float64, "verdict": pl.Utf8, "gen_config": pl.Utf8,
+    "champion": pl.Utf8, "settings": pl.Utf8, "measured_at": pl.Utf8,
 }
 
 # regression/candidate=<c>/baseline=<b>/part.parquet  -- one row per domain of one comparison

@@ -82,6 +82,7 @@ def test_sweep_asset_schema_is_sweep_config():
 @pytest.mark.parametrize("module, asset_name, library", [
     ("assets.ingest", "domain_samples", "quality.ingest:IngestSettings"),
     ("assets.quality", "gated_samples", "quality.batch_gates:GateSettings"),
+    ("assets.difficulty", "policy_pass_rates", "quality.difficulty_settings:DifficultySettings"),
     ("assets.training", "policy_checkpoint", "training.config:TrainRequest"),
     ("assets.regression", "regression_report", "evaluation.promotion_policy:PromotionSettings"),
     ("assets.regression", "champion_promotion", "evaluation.promotion_policy:PromotionSettings"),

@@ -55,7 +55,8 @@ def test_existing_flag_names_are_kept():
     assert {"--timeout", "--memory-mb", "--stdin", "--json"} <= set(sandbox)
     demo = _options(_command("demo"))
     assert {"--domains", "--train-samples", "--recipe", "--train-domain", "--steps", "--sweep-items",
-            "--sweep-samples", "--max-new-tokens", "--skip-training", "--json"} == set(demo) - {"-h", "--help"}
+            "--sweep-samples", "--max-new-tokens", "--skip-training", "--difficulty", "--difficulty-samples",
+            "--json"} == set(demo) - {"-h", "--help"}
 
 
 def test_parsed_flags_build_the_model():

@@ -18,8 +18,10 @@ EVENT_LOG_LINE = re.compile(r"Dagster's event log[^:]*: (\S+\.log)")
 
 @pytest.mark.slow
 def test_demo_prints_progress_and_summary_and_writes_dagster_events_to_a_file(assay_home):
+    # the tiny policy is random: measured on it, the train domain's difficulty may (rightly) block training;
+    # this test is about the stages and the logs
     out = run_cli("demo", "--recipe", "tiny", "--domains", "math_arith_easy", "--train-samples", "16",
-                  "--steps", "2", "--sweep-items", "3", "--max-new-tokens", "4", timeout=900,
+                  "--difficulty", "heuristic", "--steps", "2", "--sweep-items", "3", "--max-new-tokens", "4", timeout=900,
                   unset=("DS_ACCELERATOR",))
     assert out.returncode == 0, out.stderr[-3000:]
     noise = [line for line in (out.stdout + out.stderr).splitlines() if DAGSTER_LINE.search(line)]
@@ -68,3 +70,27 @@ def test_demo_refuses_bad_names_before_any_stage_runs(assay_home, args, message)
     assert message in line
     assert time.monotonic() - started < 30
     assert not (assay_home / "lake").exists() and not list((assay_home / "dagster").iterdir())
+
+
+@pytest.mark.slow
+def test_demo_gates_the_train_domain_on_the_policy_and_says_which_estimate_each_domain_used(tiny_home):
+    """The demo's gate stage as `assay demo` runs it, on two domains: the train domain's difficulty
+    is measured on the recipe's base policy (the tiny one, which fails every multi-digit sum: the
+    blocking difficulty check says so, with what to do), the other domain's is the heuristic, and
+    the summary names each domain's estimate."""
+    out = run_cli("demo", "--recipe", "tiny", "--domains", "math_arith,strings", "--train-domain", "math_arith",
+                  "--train-samples", "16", "--skip-training", "--difficulty-samples", "2", "--max-new-tokens", "4",
+                  "--json", timeout=900,
+                  env={"ASSAY_HOME": str(tiny_home)}, unset=("DS_ACCELERATOR",))
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+
+    text = json.loads(out.stdout)["text"]
+    assert "difficulty estimate per domain:" in text
+    assert "math_arith: policy pass rate of base-tiny over K=2 samples (4 new tokens" in text, text
+    assert "strings: heuristic" in text, text
+    [math_line] = [line for line in text.splitlines() if line.startswith("math_arith ")]
+    assert "blocked: difficulty_gate (ERROR): " in math_line and "mean pass rate 0.00 < 0.10" in math_line, math_line
+    assert math_line.count("add easier items") == 1, math_line  # what to do, said once
+    [other_line] = [line for line in text.splitlines() if line.startswith("strings ")]
+    assert other_line.endswith("passed"), other_line
