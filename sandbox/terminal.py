@@ -225,6 +225,26 @@ def _remove(root: Path) -> None:
     shutil.rmtree(root, onerror=unlock)
 
 
+def _processes_of(uid: int) -> int:
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                continue
+    return count
+
+
+def _wait_until_gone(uid: int, timeout_s: float = 3.0) -> None:
+    """After a killed command, wait (a little) until its processes are reaped: the kernel tears a
+    killed sandbox's pid namespace down after the run returned, and until then its dying processes
+    count against the uid's process limit, which the episode's next command shares."""
+    deadline = time.monotonic() + timeout_s
+    while _processes_of(uid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _cap_output(text: str, output_bytes: int) -> tuple[str, bool]:
     """``text`` within ``output_bytes`` (UTF-8): its head and tail around a marker."""
     data = text.encode()
@@ -300,6 +320,8 @@ class TerminalEpisode:
             [BASH, "-c", MERGED, f"/tmp/{COMMAND_FILE}"], files={COMMAND_FILE: command}, limits=self.limits,
             mounts=[Mount(str(self._workdir), WORKDIR, writable=True)], cwd=WORKDIR, uid=self.uid,
             watch=lambda: "workdir" if folder_usage(self._workdir, self.max_bytes) else None)
+        if result.limit is not None and self.uid is not None:
+            _wait_until_gone(self.uid)
         output, truncated = _cap_output(result.stdout + result.stderr, self.output_bytes)
         truncated = truncated or result.truncated
         timed_out = result.status == "timeout"
