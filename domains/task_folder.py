@@ -172,11 +172,11 @@ def load_task_suite(folder: Path | str) -> list[Task]:
     if (folder / TASK_FILE).is_file():
         raise TaskFormatError(f"{folder}: this is one task, not a suite; put it in a folder of tasks "
                               "(the suite, named after the domain)")
-    tasks = [load_task(p) for p in _candidate_folders(folder)]
-    if not tasks:
+    candidates = _candidate_folders(folder)
+    if not any((p / TASK_FILE).is_file() for p in candidates):
         raise TaskFormatError(f"{folder}: holds no task folders (each a folder with {TASK_FILE}, {SOLUTION_FILE}, "
                               f"{TESTS_DIR}/run.sh)")
-    return tasks
+    return [load_task(p) for p in candidates]
 
 
 # -- running a task ---------------------------------------------------------------------------------
@@ -255,7 +255,7 @@ def split_of(task_names: Sequence[str]) -> dict[str, str]:
     """``{task name: "train" | "eval"}``: see the module docstring for the rule."""
     position = {name: int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") / 2**64
                 for name in task_names}
-    split = {name: "eval" if u < EVAL_SHARE else "train" for name, u in position.items()}
+    split = {name: "eval" if u < EVAL_SHARE or len(position) == 1 else "train" for name, u in position.items()}
     if len(split) >= 2:
         if "eval" not in split.values():
             split[min(position, key=position.get)] = "eval"
