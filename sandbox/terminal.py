@@ -47,6 +47,7 @@ import os
 import secrets
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -62,6 +63,7 @@ BASH = "/bin/bash"
 MERGED = 'exec /bin/bash "$0" 2>&1'
 DEFAULT_WORKDIR_MB = 64
 MAX_ENTRIES = 20_000  # files, folders and links in /work: a million empty files fill no quota
+MAX_DEPTH = 64  # folders inside folders that a copy of /work follows
 TIMEOUT_EXIT = 124  # as coreutils' timeout(1)
 DEFAULT_LIMITS = Limits(cpu_s=10, wall_s=10, memory_mb=512, nproc=64, file_size_mb=16, output_bytes=1_000_000)
 
@@ -149,59 +151,72 @@ def copy_tree(source: Path, target: Path, *, max_bytes: int, max_entries: int = 
     """Copy ``source`` into the new folder ``target`` the safe way for a tree an agent wrote.
 
     Regular files (content and permission bits, never set-uid/set-gid/sticky), folders and
-    symlinks (as links, never followed) only: FIFOs, sockets and devices are skipped. Files are
-    opened with O_NOFOLLOW and checked to be regular after opening. Everything ends up owned by
+    symlinks (as links, never followed) only: FIFOs, sockets and devices are skipped, and so is
+    what cannot be read. Files are opened with O_NOFOLLOW and checked to be regular after
+    opening. Iterative, so any depth is fine up to ``MAX_DEPTH``. Everything ends up owned by
     ``owner`` (when given). Raises :class:`WorkdirTooLarge` past the caps."""
-    budget = {"bytes": max_bytes, "entries": max_entries}
+    left = {"bytes": max_bytes, "entries": max_entries}
 
     def charge(nbytes: int) -> None:
-        budget["bytes"] -= nbytes
-        budget["entries"] -= 1
-        if budget["bytes"] < 0:
+        left["bytes"] -= nbytes
+        left["entries"] -= 1
+        if left["bytes"] < 0:
             raise WorkdirTooLarge(f"{source} holds more than {max_bytes >> 20} MB")
-        if budget["entries"] < 0:
+        if left["entries"] < 0:
             raise WorkdirTooLarge(f"{source} holds more than {max_entries} files and folders")
 
     def own(path: Path) -> None:
         if owner is not None:
             os.lchown(path, owner, owner)
 
-    def copy_dir(src: Path, dst: Path, mode: int) -> None:
-        dst.mkdir(mode=0o700)
-        own(dst)
-        with os.scandir(src) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
+    target.mkdir(mode=0o700)
+    own(target)
+    modes: list[tuple[Path, int]] = [(target, source.stat().st_mode)]
+    pending: list[tuple[Path, Path, int]] = [(source, target, 0)]
+    while pending:
+        src, dst, depth = pending.pop()
+        try:
+            with os.scandir(src) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue  # a folder made unreadable: copied empty
         for entry in entries:
             src_path, dst_path = Path(entry.path), dst / entry.name
             try:
                 st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    charge(0)
+                    if depth + 1 > MAX_DEPTH:
+                        raise WorkdirTooLarge(f"{source} nests folders deeper than {MAX_DEPTH}")
+                    dst_path.mkdir(mode=0o700)
+                    own(dst_path)
+                    modes.append((dst_path, st.st_mode))
+                    pending.append((src_path, dst_path, depth + 1))
+                elif stat.S_ISLNK(st.st_mode):
+                    charge(0)
+                    os.symlink(os.readlink(src_path), dst_path)
+                    own(dst_path)
+                elif stat.S_ISREG(st.st_mode):
+                    charge(st.st_size)
+                    if _copy_file(src_path, dst_path, st.st_mode, left["bytes"] + st.st_size):
+                        own(dst_path)
+                # anything else (FIFO, socket, device) is not part of a working folder
+            except WorkdirTooLarge:
+                raise
             except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                charge(0)
-                copy_dir(src_path, dst_path, st.st_mode)
-            elif stat.S_ISLNK(st.st_mode):
-                charge(0)
-                os.symlink(os.readlink(src_path), dst_path)
-                own(dst_path)
-            elif stat.S_ISREG(st.st_mode):
-                charge(st.st_size)
-                _copy_file(src_path, dst_path, st.st_mode, budget["bytes"] + st.st_size)
-                own(dst_path)
-            # anything else (FIFO, socket, device) is not part of a working folder
-        dst.chmod(stat.S_IMODE(mode) & 0o777 | 0o700)
-
-    copy_dir(source, target, source.stat().st_mode)
+                continue  # gone, unreadable or a name too long to recreate: not copied
+    for folder, mode in reversed(modes):  # last: a read-only folder must first be filled
+        folder.chmod(stat.S_IMODE(mode) & 0o777 | 0o700)
 
 
-def _copy_file(src: Path, dst: Path, mode: int, max_bytes: int) -> None:
+def _copy_file(src: Path, dst: Path, mode: int, max_bytes: int) -> bool:
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return  # unreadable (non-root host) or gone: not copied
+        return False  # unreadable (non-root host) or gone: not copied
     with os.fdopen(fd, "rb") as reader:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return
+            return False
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(out, "wb") as writer:
             copied = 0
@@ -211,6 +226,7 @@ def _copy_file(src: Path, dst: Path, mode: int, max_bytes: int) -> None:
                     raise WorkdirTooLarge(f"{src} grew past the copy's cap")
                 writer.write(chunk)
     dst.chmod(stat.S_IMODE(mode) & 0o777)
+    return True
 
 
 def _remove(root: Path) -> None:
@@ -222,7 +238,10 @@ def _remove(root: Path) -> None:
         except OSError:
             pass
 
-    shutil.rmtree(root, onerror=unlock)
+    try:
+        shutil.rmtree(root, onerror=unlock)
+    except RecursionError:  # folders nested deeper than Python recurses (mkdir -p a/a/a/...)
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(root)], check=False, capture_output=True)
 
 
 def _processes_of(uid: int) -> int:
@@ -316,6 +335,8 @@ class TerminalEpisode:
         if not isinstance(command, str):
             raise TypeError(f"command must be a str, got {type(command).__name__}")
         started = time.monotonic()
+        # The agent owns /work and may chmod it away; the next command must still start there.
+        self._workdir.chmod(0o700)
         result = self.sandbox.run_command(
             [BASH, "-c", MERGED, f"/tmp/{COMMAND_FILE}"], files={COMMAND_FILE: command}, limits=self.limits,
             mounts=[Mount(str(self._workdir), WORKDIR, writable=True)], cwd=WORKDIR, uid=self.uid,

@@ -239,3 +239,24 @@ def test_oversized_working_folder_fails_without_running_tests(strict_task):
         episode.run("tr a-z A-Z < a.txt > out.txt; head -c 3000000 /dev/zero > big")
         verdict = run_hidden_tests(episode.workdir, strict_task / "tests", timeout_s=15, workdir_mb=2)
     assert not verdict.passed and verdict.exit_code is None and "too large" in verdict.output
+
+
+def test_locking_or_nesting_the_working_folder_breaks_neither_the_episode_nor_the_verdict(strict_task):
+    with TerminalEpisode(strict_task / "files", command_timeout_s=30) as episode:
+        episode.run("mkdir -p locked/deeper && echo x > locked/deeper/f && chmod 000 locked/deeper locked")
+        # deeper than Python recurses and than a copy follows
+        deep = "python3 -c \"import os\nfor _ in range(1500): os.mkdir('a'); os.chdir('a')\nprint(len(os.getcwd()))\""
+        nested = episode.run(deep)
+        assert int(nested.output.split()[-1]) > 3000, nested.output
+        locked = episode.run("chmod 000 /work")
+        assert locked.exit_code == 0
+        after = episode.run("tr a-z A-Z < a.txt > out.txt && echo still-here")
+        assert after.output == "still-here\n", after  # the next command starts in /work all the same
+        verdict = run_hidden_tests(episode.workdir, strict_task / "tests", timeout_s=15)
+        assert not verdict.passed and verdict.exit_code is None and "deeper than" in verdict.output, verdict
+        episode.run("rm -rf a")
+        solved = run_hidden_tests(episode.workdir, strict_task / "tests", timeout_s=15)
+        assert solved.passed, solved
+        episode.run(deep)
+        root = episode.workdir.parent
+    assert not root.exists()  # removed however deep
