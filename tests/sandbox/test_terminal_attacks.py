@@ -260,3 +260,14 @@ def test_locking_or_nesting_the_working_folder_breaks_neither_the_episode_nor_th
         episode.run(deep)
         root = episode.workdir.parent
     assert not root.exists()  # removed however deep
+
+
+def test_a_link_to_a_host_file_holding_the_answer_is_not_followed(strict_task, tmp_path):
+    """The host copies /work as root: following the agent's link would read any host file into the verdict."""
+    answer = tmp_path / "answer.txt"
+    answer.write_text("HELLO\n")
+    answer.chmod(0o644)
+    with TerminalEpisode(strict_task / "files") as episode:
+        episode.run(f"ln -s {answer} out.txt")
+        verdict = run_hidden_tests(episode.workdir, strict_task / "tests", timeout_s=15)
+    assert not verdict.passed, verdict
