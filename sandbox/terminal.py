@@ -19,8 +19,10 @@ What carries over between commands, and what does not:
 - stdout and stderr come back merged in order, capped at ``output_bytes`` (the head and the tail
   kept, a marker in between); a command printing more than ``Limits.output_bytes`` in all is killed;
 - a command ends at ``command_timeout_s`` (wall clock; ``timed_out``, exit code 124), at its CPU
-  limit, or when ``/work`` grows past ``workdir_mb`` / ``MAX_ENTRIES`` (checked while it runs;
-  the kernel cannot cap a host folder's size);
+  limit, or when ``/work`` grows past ``workdir_mb`` / ``MAX_ENTRIES`` (the kernel cannot cap a
+  host folder's size, so the folder is measured every ``WATCH_EVERY_S`` while a command runs: a
+  fast writer can overshoot by what it writes in that time; a folder left over the cap fails the
+  verdict; the next commands may shrink it, and one that grows it is stopped like the first);
 - the episode sees ``/usr`` (system tools) read-only, ``/work``, its own ``/tmp``, ``/proc`` and a
   minimal ``/dev``: not the host's home, repositories, task folders (tests included) or other
   episodes' folders, neither to read nor to write.
@@ -54,7 +56,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sandbox.limits import Limits
-from sandbox.runner import Mount, Sandbox, default_sandbox
+from sandbox.runner import WATCH_EVERY_S, Mount, Sandbox, default_sandbox  # noqa: F401 (documented)
 
 WORKDIR = "/work"  # the episode's cwd inside the sandbox, the same path in the verdict sandbox
 COMMAND_FILE = ".assay-command.sh"  # in the per-command /tmp: a command may hold any byte, even NUL
@@ -118,11 +120,11 @@ def _private_root(prefix: str) -> Path:
     return root
 
 
-def folder_usage(folder: Path, max_bytes: int, max_entries: int = MAX_ENTRIES) -> str | None:
-    """None while ``folder`` holds at most ``max_bytes`` and ``max_entries``, else what it exceeds.
+def _usage(folder: Path, max_bytes: float, max_entries: float) -> tuple[int, int]:
+    """(bytes, entries) under ``folder``, counted until one passes its maximum (then partial).
 
-    Walks without following links and stops as soon as a cap is passed (its cost is bounded
-    by the caps). A file counts by its size or its disk blocks, whichever is larger."""
+    Walks without following links, so its cost is bounded by the maxima. A file counts by its
+    size or its disk blocks, whichever is larger."""
     total = entries = 0
     stack = [str(folder)]
     while stack:
@@ -134,15 +136,24 @@ def folder_usage(folder: Path, max_bytes: int, max_entries: int = MAX_ENTRIES) -
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    total += max(st.st_size, st.st_blocks * 512) if stat.S_ISREG(st.st_mode) else 0
-                    if stat.S_ISDIR(st.st_mode):
+                    if stat.S_ISREG(st.st_mode):
+                        total += max(st.st_size, st.st_blocks * 512)
+                    elif stat.S_ISDIR(st.st_mode):
                         stack.append(entry.path)
-                    if total > max_bytes:
-                        return f"more than {max_bytes >> 20} MB"
-                    if entries > max_entries:
-                        return f"more than {max_entries} files and folders"
+                    if total > max_bytes or entries > max_entries:
+                        return total, entries
         except OSError:
             continue
+    return total, entries
+
+
+def folder_usage(folder: Path, max_bytes: int, max_entries: int = MAX_ENTRIES) -> str | None:
+    """None while ``folder`` holds at most ``max_bytes`` and ``max_entries``, else what it exceeds."""
+    total, entries = _usage(folder, max_bytes, max_entries)
+    if total > max_bytes:
+        return f"more than {max_bytes >> 20} MB"
+    if entries > max_entries:
+        return f"more than {max_entries} files and folders"
     return None
 
 
@@ -337,10 +348,14 @@ class TerminalEpisode:
         started = time.monotonic()
         # The agent owns /work and may chmod it away; the next command must still start there.
         self._workdir.chmod(0o700)
+        # The cap stops growth: a folder already over it (a write faster than the watch) may
+        # still run the commands that shrink it.
+        held_bytes, held_entries = _usage(self._workdir, 16 * self.max_bytes, 16 * MAX_ENTRIES)
+        max_bytes, max_entries = max(self.max_bytes, held_bytes), max(MAX_ENTRIES, held_entries)
         result = self.sandbox.run_command(
             [BASH, "-c", MERGED, f"/tmp/{COMMAND_FILE}"], files={COMMAND_FILE: command}, limits=self.limits,
             mounts=[Mount(str(self._workdir), WORKDIR, writable=True)], cwd=WORKDIR, uid=self.uid,
-            watch=lambda: "workdir" if folder_usage(self._workdir, self.max_bytes) else None)
+            watch=lambda: "workdir" if folder_usage(self._workdir, max_bytes, max_entries) else None)
         if result.limit is not None and self.uid is not None:
             _wait_until_gone(self.uid)
         output, truncated = _cap_output(result.stdout + result.stderr, self.output_bytes)
