@@ -339,12 +339,18 @@ class TerminalEpisode:
         """The host path of the episode's ``/work`` (read it, or pass it to :func:`run_hidden_tests`)."""
         return self._workdir
 
-    def run(self, command: str) -> CommandResult:
-        """Run ``command`` with bash in a fresh sandbox whose cwd is ``/work``."""
+    def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
+        """Run ``command`` with bash in a fresh sandbox whose cwd is ``/work``. ``timeout_s``: a
+        shorter wall clock for this command (e.g. what is left of an episode's ``timeout_s``)."""
         if getattr(self, "closed", True):
             raise RuntimeError("this terminal episode is closed; start a new TerminalEpisode")
         if not isinstance(command, str):
             raise TypeError(f"command must be a str, got {type(command).__name__}")
+        limits = self.limits
+        if timeout_s is not None:
+            if not timeout_s > 0:
+                raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+            limits = limits.replace(wall_s=min(limits.wall_s, float(timeout_s)))
         started = time.monotonic()
         # The agent owns /work and may chmod it away; the next command must still start there.
         self._workdir.chmod(0o700)
@@ -353,7 +359,7 @@ class TerminalEpisode:
         held_bytes, held_entries = _usage(self._workdir, 16 * self.max_bytes, 16 * MAX_ENTRIES)
         max_bytes, max_entries = max(self.max_bytes, held_bytes), max(MAX_ENTRIES, held_entries)
         result = self.sandbox.run_command(
-            [BASH, "-c", MERGED, f"/tmp/{COMMAND_FILE}"], files={COMMAND_FILE: command}, limits=self.limits,
+            [BASH, "-c", MERGED, f"/tmp/{COMMAND_FILE}"], files={COMMAND_FILE: command}, limits=limits,
             mounts=[Mount(str(self._workdir), WORKDIR, writable=True)], cwd=WORKDIR, uid=self.uid,
             watch=lambda: "workdir" if folder_usage(self._workdir, max_bytes, max_entries) else None)
         if result.limit is not None and self.uid is not None:
@@ -361,7 +367,7 @@ class TerminalEpisode:
         output, truncated = _cap_output(result.stdout + result.stderr, self.output_bytes)
         truncated = truncated or result.truncated
         timed_out = result.status == "timeout"
-        note = {"wall": f"timed out after {self.limits.wall_s:g} s",
+        note = {"wall": f"timed out after {limits.wall_s:g} s",
                 "cpu": f"stopped at its CPU limit of {self.limits.cpu_s:g} s",
                 "output": f"killed: printed more than {self.limits.output_bytes} bytes",
                 "workdir": f"killed: {WORKDIR} grew past {self.max_bytes >> 20} MB or {MAX_ENTRIES} entries",

@@ -68,6 +68,9 @@ def test_per_command_timeout():
         assert result.timed_out and result.exit_code == 124 and result.output.startswith("before\n")
         assert "timed out after 1 s" in result.output
         assert episode.run("echo after").output == "after\n"  # the episode goes on
+    with TerminalEpisode(None, command_timeout_s=30) as episode:  # what is left of an episode's time
+        result = episode.run("sleep 30", timeout_s=0.5)
+        assert result.timed_out and result.seconds < 3 and "timed out after 0.5 s" in result.output
 
 
 def test_cpu_limit_is_a_timeout_too():
