@@ -241,17 +241,20 @@ def _copy_file(src: Path, dst: Path, mode: int, max_bytes: int) -> bool:
 
 
 def _remove(root: Path) -> None:
-    def unlock(func, path, _exc):  # a folder the agent made read-only: let the owner remove it
+    """Remove a working folder whatever the agent did to it (folders it made unreadable or
+    unwritable, nesting deeper than Python recurses)."""
+    stack = [str(root)]
+    while stack:  # first give every folder back to its owner (as root, or as the same user)
+        folder = stack.pop()
         try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700) if os.path.isdir(path) and not os.path.islink(path) else None
-            func(path)
+            os.chmod(folder, 0o700)
+            with os.scandir(folder) as listing:
+                stack.extend(e.path for e in listing if e.is_dir(follow_symlinks=False))
         except OSError:
-            pass
-
+            continue
     try:
-        shutil.rmtree(root, onerror=unlock)
-    except RecursionError:  # folders nested deeper than Python recurses (mkdir -p a/a/a/...)
+        shutil.rmtree(root)
+    except (OSError, RecursionError):
         subprocess.run(["rm", "-rf", "--one-file-system", "--", str(root)], check=False, capture_output=True)
 
 
@@ -407,7 +410,8 @@ def run_hidden_tests(workdir: Path, tests_dir: Path, *, timeout_s: float, limits
                      workdir_mb: int = DEFAULT_WORKDIR_MB, sandbox: Sandbox | None = None) -> TestVerdict:
     """Run ``tests_dir/run.sh`` against a copy of ``workdir`` in a fresh sandbox; exit 0 = passed.
 
-    ``workdir``: an episode's final working folder (host path). ``tests_dir``: the task's ``tests/``
+    ``workdir``: an episode's final working folder (host path; its own mode is reset to 0700 first,
+    as before each command). ``tests_dir``: the task's ``tests/``
     folder, copied and mounted read-only at a random path (``$(dirname "$0")`` in ``run.sh``).
     The tests run as a uid of their own with ``/work`` (the copy, writable) as cwd. A working folder
     over ``workdir_mb`` fails without running anything."""
@@ -421,6 +425,8 @@ def run_hidden_tests(workdir: Path, tests_dir: Path, *, timeout_s: float, limits
     limits = base.replace(wall_s=float(timeout_s), cpu_s=max(base.cpu_s, float(timeout_s)))
     started = time.monotonic()
     root = _private_root("assay-verdict-")
+    with contextlib.suppress(OSError):  # as before each command: the agent may have chmod-ed /work away
+        workdir.chmod(0o700)
     try:
         with sandbox.hold_uid() as uid:
             try:
