@@ -36,6 +36,7 @@ DEFAULT_EVAL_SIZE = 200
 SampleFn = Callable[[str, int, int], Iterable[dict]]
 ScoreFn = Callable[[str, dict], float]
 ScoreManyFn = Callable[[Sequence[str], Sequence[dict]], Sequence[float]]
+ExtraChecksFn = Callable[[], Mapping[str, Mapping[str, Any]]]
 
 
 class DomainError(ValueError):
@@ -71,6 +72,10 @@ class Domain:
     - ``protected``: regressions here block promotion (Holm-corrected ERROR), not just warn.
     - ``score_many``: ``score_many(completions, samples) -> list[float]``, the same scores as
       ``score`` for a whole batch in one call (e.g. run in parallel); default: ``score`` mapped.
+    - ``extra_checks``: ``extra_checks() -> {name: {"passed": bool, "detail": str}}``, checks of the
+      domain's own verifier that the self-test (``assay domains check``, the ``selftest`` gate)
+      runs beside the generic ones; a failing one fails the domain (terminal task suites check
+      that every task's oracle passes and doing nothing fails).
     """
 
     name: str
@@ -87,6 +92,7 @@ class Domain:
     eval_samples_per_item: int = 1
     protected: bool = False
     score_many: ScoreManyFn | None = None
+    extra_checks: ExtraChecksFn | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
@@ -107,6 +113,9 @@ class Domain:
         if self.score_many is not None and not callable(self.score_many):
             raise DomainError(f"domain {self.name!r}: score_many must be a callable or None, got "
                               f"{type(self.score_many).__name__}")
+        if self.extra_checks is not None and not callable(self.extra_checks):
+            raise DomainError(f"domain {self.name!r}: extra_checks must be a callable or None, got "
+                              f"{type(self.extra_checks).__name__}")
         if isinstance(self.tags, str) or not all(isinstance(t, str) for t in self.tags):
             raise DomainError(f"domain {self.name!r}: tags must be a tuple of strings, e.g. ('math',)")
         object.__setattr__(self, "tags", tuple(self.tags))

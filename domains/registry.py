@@ -2,6 +2,8 @@
 
 Built-ins are the modules in ``domains/builtin/``; plugins are every ``*.py`` in the folders named
 by ``ASSAY_DOMAINS_PATH`` (os.pathsep-separated). A module contributes ``DOMAIN`` or ``DOMAINS``.
+A terminal task suite (a folder of task folders, :mod:`domains.task_folder`) needs no code: a folder
+on the path that is a suite, or a suite inside one, registers as a domain named after its folder.
 A module that fails to import, or whose domain breaks the contract or clashes with a name already
 registered, is recorded as a :class:`PluginError` (file and reason) and the others still load.
 The registry is a plain mapping filled by loading modules: adding a domain touches no other file.
@@ -18,6 +20,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterable, Iterator
 
 from domains.base import Domain, DomainError
@@ -137,6 +140,22 @@ def plugin_files(domains_path: str | None) -> list[Path]:
     return files
 
 
+def task_suite_folders(domains_path: str | None) -> list[Path]:
+    """Task suites on the path: each folder named by it that is a suite, and each suite inside one."""
+    from domains.task_folder import is_task_suite
+
+    found: list[Path] = []
+    for folder in (domains_path or "").split(os.pathsep):
+        if not folder.strip():
+            continue
+        root = Path(folder).expanduser()
+        if is_task_suite(root):
+            found.append(root)
+        elif root.is_dir():
+            found.extend(p for p in sorted(root.iterdir()) if not p.name.startswith((".", "_")) and is_task_suite(p))
+    return found
+
+
 def _import_plugin(path: Path):
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
     module_name = f"assay_plugin_{digest}_{path.stem}"
@@ -171,6 +190,15 @@ def load_registry(domains_path: str | None = None, include_builtins: bool = True
             registry.errors.append(PluginError(str(path), _describe_exception(exc)))
             continue
         registry.add_module(module, str(path))
+    for folder in task_suite_folders(domains_path):
+        from domains.task_folder import task_suite_domain
+
+        try:
+            suite = task_suite_domain(folder)
+        except (Exception, SystemExit) as exc:
+            registry.errors.append(PluginError(str(folder), f"{type(exc).__name__}: {exc}"))
+            continue
+        registry.add_module(SimpleNamespace(DOMAIN=suite), str(folder))
     return registry
 
 

@@ -24,7 +24,9 @@ checks on a small sample of each split and reports each one with a human-readabl
   random unicode, control characters, unbalanced markup, huge numbers, very long text and the
   empty string, and no single call takes longer than ``FUZZ_MAX_SECONDS``.
 
-A domain passes when all five pass. ``assay domains check DOMAIN|--all`` prints the results.
+A domain that brings its own ``extra_checks`` (a terminal task suite: every task's oracle passes
+and doing nothing fails) gets those too, by their names; a failing one fails the domain like a
+generic check. A domain passes when all its checks pass. ``assay domains check DOMAIN|--all`` prints the results.
 """
 
 from __future__ import annotations
@@ -321,6 +323,23 @@ def _check_fuzz(domain: Domain, samples: list[dict], rng: random.Random) -> dict
     return _result(True, f"{calls} fuzz calls returned a score in [0, 1]; slowest {slowest * 1000:.0f} ms")
 
 
+def _extra_checks(domain: Domain) -> dict[str, dict]:
+    """The domain's own checks, each ``{"passed", "detail"}``; one that raises or breaks that shape fails."""
+    if domain.extra_checks is None:
+        return {}
+    try:
+        found = domain.extra_checks()
+        out = {}
+        for name, check in dict(found).items():
+            if name in CHECK_NAMES or not isinstance(check, dict) or not isinstance(check.get("passed"), bool):
+                return {"extra_checks": _result(False, f"extra_checks returned {name!r}: {check!r:.200}; expected "
+                                                       "{name: {'passed': bool, 'detail': str}} with new names")}
+            out[str(name)] = _result(check["passed"], str(check.get("detail", "")))
+        return out
+    except Exception as exc:  # noqa: BLE001 - the detail names it
+        return {"extra_checks": _result(False, f"extra_checks raised {_describe(exc)}")}
+
+
 def check_domain(domain: Domain, n: int = 20) -> dict[str, Any]:
     """Self-test one domain on ``n`` samples per split (capped by its ``eval_size``).
 
@@ -368,6 +387,7 @@ def _check_domain(domain: Domain, n: int) -> dict[str, Any]:
                                else _result(True, f"eval (seed 0) and train (seed 1) repeat exactly ({len(both)} samples)"))
     checks["splits_disjoint"] = _check_disjoint(train, evals)
     checks["fuzz_never_raises"] = _check_fuzz(domain, both, rng)
+    checks.update(_extra_checks(domain))
     return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
 
 

@@ -19,6 +19,15 @@ reach)::
 
     run_calls(source, "add", [Call((1, 2))]).outcomes   # (Outcome(kind='returned', value=3),)
 
+A coding agent's terminal: commands one after another over a private working folder, then the
+task's hidden tests in a fresh sandbox (``sandbox.terminal``)::
+
+    from sandbox.terminal import TerminalEpisode, run_hidden_tests
+
+    with TerminalEpisode(files_dir) as episode:
+        episode.run("ls && python3 fix.py")          # CommandResult(output, exit_code, ...)
+        verdict = run_hidden_tests(episode.workdir, tests_dir, timeout_s=60)
+
 Isolation: bubblewrap started as an unprivileged numeric uid with rlimits (see ``runner``). Without
 it, running is refused (:class:`SandboxUnavailable`) unless ``ASSAY_UNSAFE_LOCAL_EXEC=1``.
 """

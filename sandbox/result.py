@@ -8,7 +8,8 @@ from typing import Literal
 Status = Literal["ok", "error", "timeout", "memory", "killed"]
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "memory", "killed")
 # Which limit ended a run, when one did.
-LIMIT_NAMES: tuple[str, ...] = ("wall", "cpu", "memory", "output")
+# "workdir": a terminal episode's working folder grew past its cap (sandbox.terminal).
+LIMIT_NAMES: tuple[str, ...] = ("wall", "cpu", "memory", "output", "workdir")
 
 
 @dataclass(frozen=True)

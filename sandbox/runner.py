@@ -15,6 +15,13 @@ What a sandboxed program gets (and nothing else):
 - rlimits on CPU seconds, address space, file size, processes and open files; a wall-clock limit;
   stdout/stderr capped at ``Limits.output_bytes`` (more than that and it is killed).
 
+A caller that needs state across runs (a terminal episode, :mod:`sandbox.terminal`) passes
+``mounts``: host folders bound at fixed in-sandbox paths (read-only or writable), one of which may
+be the run's ``cwd``; with ``uid`` from :meth:`Sandbox.hold_uid` every run of the series is the
+same uid, so what one run writes the next may change; and ``watch``, polled while the program runs,
+to stop it for a limit the kernel cannot enforce (a host folder's size). Runs stay separate
+processes: only the mounted folders carry over.
+
 Its whole process tree dies with it: the program is pid 1 of its own pid namespace, and when it
 exits (or is killed) the kernel kills everything left inside, daemons included. Being pid 1, it
 ignores signals it has no handler for (SIGTERM from itself does nothing); the kernel's SIGKILL for
@@ -35,8 +42,10 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.isolation import (
@@ -74,6 +83,28 @@ DRAIN_GRACE_S = 1.0
 CHAIN_ABOVE_RSS_MB = 256  # see _launch
 READ_CHUNK = 65536
 Files = Mapping[str, "str | bytes"]
+WATCH_EVERY_S = 0.05  # a walk of a small folder costs well under a millisecond
+# A reason to stop a run early, or None: polled every WATCH_EVERY_S while a program runs.
+Watch = Callable[[], "str | None"]
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder seen inside the sandbox at ``target`` (absolute), read-only unless ``writable``.
+
+    A writable mount is written as the run's uid: the folder must belong to it (see
+    :meth:`Sandbox.hold_uid`), and nothing caps its size but ``watch``."""
+
+    host: str
+    target: str
+    writable: bool = False
+
+    def __post_init__(self) -> None:
+        target = PurePosixPath(self.target)
+        if not target.is_absolute() or ".." in target.parts or len(target.parts) < 2:
+            raise ValueError(f"mount target {self.target!r} must be an absolute path below /, e.g. '/work'")
+        if target.parts[1] in ("usr", "bin", "lib", "lib64", "proc", "dev", "tmp", "sbin"):
+            raise ValueError(f"mount target {self.target!r} would hide the sandbox's own {target.parts[1]}; use e.g. '/work'")
 
 
 def _as_bytes(data: "str | bytes | None") -> bytes:
@@ -215,6 +246,21 @@ class Sandbox:
 
     # -- running ----------------------------------------------------------------------------------
 
+    @contextmanager
+    def hold_uid(self) -> Iterator[int | None]:
+        """One uid for a series of runs (pass it as ``uid=``): files one run leaves in a writable
+        mount belong to the uid the next run has. None when not started as root (runs are then
+        this user, as always). No other run gets the uid while it is held."""
+        if self.isolation != "bubblewrap" or not self._is_root:
+            yield None
+            return
+        allocator = allocator_for(self.config.uid_base)
+        uid, _ = allocator.acquire()
+        try:
+            yield uid
+        finally:
+            allocator.release(uid)
+
     def run_program(self, source: "str | bytes", *, stdin: "str | bytes | None" = None, files: Files | None = None,
                     limits: Limits | None = None, argv: Sequence[str] = ()) -> ExecutionResult:
         """Run Python ``source`` (saved as ``main.py`` in the scratch folder) with ``argv``."""
@@ -224,21 +270,33 @@ class Sandbox:
                                 stdin=stdin, files=all_files, limits=limits)
 
     def run_command(self, command: Sequence[str], *, stdin: "str | bytes | None" = None, files: Files | None = None,
-                    limits: Limits | None = None) -> ExecutionResult:
-        """Run ``command`` (an argv list; relative paths resolve in the scratch folder)."""
+                    limits: Limits | None = None, mounts: Sequence[Mount] = (), cwd: str | None = None,
+                    uid: int | None = None, watch: Watch | None = None) -> ExecutionResult:
+        """Run ``command`` (an argv list; relative paths resolve in the scratch folder, or in
+        ``cwd``). ``mounts``, ``cwd`` (a mount's target), ``uid`` (from :meth:`hold_uid`) and
+        ``watch``: see the module docstring; they need bubblewrap."""
         if isinstance(command, (str, bytes)) or not command:
             raise ValueError("command must be a non-empty list of arguments, e.g. ['/usr/bin/python3', 'main.py']")
         limits = limits or Limits()
         payload = {str(_check_relative(name)): _as_bytes(data) for name, data in (files or {}).items()}
+        if cwd is not None and cwd not in {m.target for m in mounts}:
+            raise ValueError(f"cwd {cwd!r} must be the target of one of the mounts ({[m.target for m in mounts]})")
         mode = self.isolation
         if mode == "bubblewrap":
-            return self._run_bwrap(list(command), _as_bytes(stdin), payload, limits)
+            return self._run_bwrap(list(command), _as_bytes(stdin), payload, limits, tuple(mounts), cwd, uid, watch)
+        if mounts or uid is not None or watch is not None:
+            raise SandboxError(f"mounted folders (terminal episodes) need bubblewrap, and {UNSAFE_ENV}=1 runs without "
+                               f"it ({self._why_unavailable}). To fix: {INSTALL_HINT}")
         return self._run_unsafe(list(command), _as_bytes(stdin), payload, limits)
 
-    def _run_bwrap(self, command: list[str], stdin: bytes, files: dict[str, bytes], limits: Limits) -> ExecutionResult:
+    def _run_bwrap(self, command: list[str], stdin: bytes, files: dict[str, bytes], limits: Limits,
+                   mounts: tuple[Mount, ...] = (), cwd: str | None = None, held_uid: int | None = None,
+                   watch: Watch | None = None) -> ExecutionResult:
         fds: list[int] = []
         file_fds: list[int] = []
-        args = [*self._base_args, "--size", str(limits.scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", SCRATCH]
+        args = [*self._base_args, "--size", str(limits.scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", cwd or SCRATCH]
+        for mount in mounts:
+            args += ["--bind" if mount.writable else "--ro-bind", mount.host, mount.target]
         made_dirs: set[str] = set()
         try:
             for name, data in files.items():
@@ -259,7 +317,10 @@ class Sandbox:
                 fds.append(stdin_fd)
             allocator = allocator_for(self.config.uid_base) if self._is_root else None
             for attempt in range(2):
-                uid, lingering = allocator.acquire() if allocator else (None, 0)
+                if held_uid is not None and allocator:
+                    uid, lingering = held_uid, 0  # held by the caller: never released here
+                else:
+                    uid, lingering = allocator.acquire() if allocator else (None, 0)
                 try:
                     # Non-root: no uid of our own to count on, so the user's own process limit applies.
                     nproc = limits.nproc + OWN_PROCESSES + lingering if uid is not None else None
@@ -268,13 +329,13 @@ class Sandbox:
                         os.lseek(fd, 0, os.SEEK_SET)  # a retry must read every file from the start
                     result, setup_error = self._supervise(
                         argv, limits, stdin_fd, spawn=spawn, status_fd=status_read,
-                        pass_fds=[fd for fd in fds if fd not in (status_read, stdin_fd)])
+                        pass_fds=[fd for fd in fds if fd not in (status_read, stdin_fd)], watch=watch)
                 finally:
-                    if uid is not None:
+                    if uid is not None and uid != held_uid:
                         allocator.release(uid)
                 if result is not None:
                     return result
-            raise SandboxError(f"bubblewrap failed to set up the sandbox (twice, with two uids): {setup_error}")
+            raise SandboxError(f"bubblewrap failed to set up the sandbox (twice): {setup_error}")
         finally:
             for fd in fds:
                 try:
@@ -319,8 +380,9 @@ class Sandbox:
     # -- supervising one process ----------------------------------------------------------------
 
     def _supervise(self, args: list[str], limits: Limits, stdin_fd: int | None, *, pass_fds, spawn,
-                   status_fd: int | None, cwd: str = "/", env: dict | None = None) -> tuple[ExecutionResult | None, str]:
-        """Start ``args``, enforce the wall clock and the output cap, and classify the outcome.
+                   status_fd: int | None, cwd: str = "/", env: dict | None = None,
+                   watch: Watch | None = None) -> tuple[ExecutionResult | None, str]:
+        """Start ``args``, enforce the wall clock, the output cap and ``watch``, and classify the outcome.
 
         Returns ``(None, why)`` when bubblewrap itself failed to set up (the caller retries).
         """
@@ -335,6 +397,7 @@ class Sandbox:
         killed_for: str | None = None
         exited, exited_at = False, 0.0
         deadline = started + limits.wall_s
+        next_watch = started + WATCH_EVERY_S
         selector = selectors.DefaultSelector()
         try:
             selector.register(proc.stdout, selectors.EVENT_READ, out)
@@ -353,6 +416,16 @@ class Sandbox:
                         deadline = now + DRAIN_GRACE_S
                         continue
                     break  # exited, but something still holds the pipes: stop waiting for them
+                if watch is not None and not exited and killed_for is None:
+                    if now >= next_watch:
+                        next_watch = now + WATCH_EVERY_S
+                        reason = watch()
+                        if reason:
+                            killed_for = reason
+                            self._kill(proc)
+                            deadline = time.monotonic() + DRAIN_GRACE_S
+                            continue
+                    remaining = min(remaining, max(0.0, next_watch - now))
                 for key, _ in selector.select(remaining):
                     if key.data is None:
                         selector.unregister(pidfd)
@@ -420,7 +493,7 @@ def _classify(raw_code: int, out: bytes, err: bytes, duration: float, cpu: float
     limit = killed_for
     if killed_for == "wall":
         status = "timeout"
-    elif killed_for == "output":
+    elif killed_for is not None:  # the output cap, or a caller's watch
         status = "killed"
     # The program is pid 1 of its namespace: nothing inside can SIGKILL it, so an unexplained SIGKILL
     # is the kernel's: the CPU limit (rusage lags the limit's own clock a little, hence the margin).
@@ -460,6 +533,7 @@ def run_program(source: "str | bytes", *, stdin: "str | bytes | None" = None, fi
 
 
 def run_command(command: Sequence[str], *, stdin: "str | bytes | None" = None, files: Files | None = None,
-                limits: Limits | None = None) -> ExecutionResult:
-    """Run an argv list in the default sandbox. See :class:`Sandbox`."""
-    return default_sandbox().run_command(command, stdin=stdin, files=files, limits=limits)
+                limits: Limits | None = None, **options) -> ExecutionResult:
+    """Run an argv list in the default sandbox. See :meth:`Sandbox.run_command` (``options``:
+    ``mounts``, ``cwd``, ``uid``, ``watch``)."""
+    return default_sandbox().run_command(command, stdin=stdin, files=files, limits=limits, **options)

@@ -101,3 +101,42 @@ def tiny_home(assay_home, tiny_source, empty_mlflow_db) -> Path:
     shutil.copytree(tiny_source, target)
     shutil.copy(empty_mlflow_db, assay_home / "mlflow.db")
     return assay_home
+
+
+def write_task(suite: Path, name: str, *, instruction: str = "Write HELLO to out.txt.",
+               solution: str = "echo HELLO > out.txt\n",
+               run_sh: str = 'set -e\ntest "$(cat out.txt)" = HELLO\n',
+               files: dict[str, str] | None = None, tests: dict[str, str] | None = None,
+               task_yaml: str | None = None) -> Path:
+    """A terminal task folder (issue 14's format) under ``suite``: task.yaml, files/, solution.sh,
+    tests/run.sh (+ ``tests`` extra files). Defaults: a task solved by writing HELLO to out.txt."""
+    folder = suite / name
+    (folder / "tests").mkdir(parents=True)
+    (folder / "task.yaml").write_text(task_yaml if task_yaml is not None else f"instruction: {instruction}\n")
+    (folder / "solution.sh").write_text(solution)
+    (folder / "tests" / "run.sh").write_text(run_sh)
+    for rel, text in (tests or {}).items():
+        (folder / "tests" / rel).write_text(text)
+    if files is not None:
+        (folder / "files").mkdir()
+        for rel, text in files.items():
+            (folder / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / "files" / rel).write_text(text)
+    return folder
+
+
+def write_task_suite(root: Path, name: str = "shell_tasks") -> Path:
+    """A suite of three small tasks (text, counting with a python3 check, a file to create)."""
+    suite = root / name
+    write_task(suite, "upper", instruction="Write the contents of a.txt in upper case to out.txt.",
+               files={"a.txt": "hello\n"}, solution="tr a-z A-Z < a.txt > out.txt\n",
+               task_yaml="instruction: Write the contents of a.txt in upper case to out.txt.\ntags: [text, easy]\n"
+                         "difficulty: easy\n")
+    write_task(suite, "count", instruction="Write the number of lines of data.txt to count.txt.",
+               files={"data.txt": "a\nb\nc\n"}, solution="wc -l < data.txt > count.txt\n",
+               run_sh='python3 "$(dirname "$0")/check.py"\n',
+               tests={"check.py": "import sys\nsys.exit(0 if open('count.txt').read().strip() == '3' else 1)\n"},
+               task_yaml="instruction: Write the number of lines of data.txt to count.txt.\ntimeout_s: 30\n"
+                         "tags: [data]\n")
+    write_task(suite, "hello")
+    return suite

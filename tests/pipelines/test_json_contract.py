@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.conftest import REPO, run_cli, write_plugin
+from tests.conftest import REPO, run_cli, write_plugin, write_task_suite
 
 # DS_ACCELERATOR is set in this test process once any in-process training ran (training.engine);
 # a user's shell does not have it, and without it DeepSpeed prints its accelerator warning.
@@ -37,6 +37,7 @@ def home(tmp_path_factory) -> dict:
     rows.write_text('{"prompt": "What is 1 plus 1?", "answer": "2"}\n{"prompt": "", "answer": "3"}\n')
     program = root / "hello.py"
     program.write_text("print('hi')\n")
+    write_task_suite(root / "tasks")
     rng = np.random.default_rng(0)
     for name, shift in (("base", 0.0), ("cand", -0.2)):
         pl.DataFrame([{"domain": "plug", "item_id": f"i{i}", "sample_idx": s,
@@ -62,6 +63,10 @@ CASES = {
                   lambda d: set(d) == {"domain", "received", "admitted", "quarantined", "reasons"}
                   and d["received"] == 2),
     ("quarantine",): (("plug",), {0}, lambda d: d and set(d[0]) == {"id", "line", "source", "reasons"}),
+    ("tasks", "check"): (("{root}/tasks/shell_tasks",), {0},
+                         lambda d: [r["task"] for r in d] == ["count", "hello", "upper"]
+                         and all(set(r) == {"task", "oracle_passed", "do_nothing_failed", "ok", "detail"} and r["ok"]
+                                 for r in d)),
     ("sql",): (("SELECT count(*) AS n FROM samples",), {0}, lambda d: d[0]["n"] >= 1),
     ("sandbox", "run"): (("{root}/hello.py",), {0},
                          lambda d: set(d) == {"status", "returncode", "stdout", "stderr", "duration_s"}
