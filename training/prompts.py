@@ -52,6 +52,15 @@ def chat_prompt(tokenizer, user_text: str) -> str:
                                          tokenize=False, add_generation_prompt=True)
 
 
+def chat_messages_prompt(tokenizer, messages: list[dict]) -> str:
+    """A whole conversation (``[{"role", "content"}, ...]``) as the model reads it, ending with the
+    generation prompt of the next assistant turn; without a chat template, ``role: content`` lines."""
+    template = chat_template_in_use(tokenizer)
+    if template is None:
+        return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
+    return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True)
+
+
 def encode_prompt(tokenizer, formatted: str) -> list[int]:
     """Token ids of a prompt already formatted by :func:`chat_prompt` (no special tokens added twice)."""
     return list(tokenizer(formatted, add_special_tokens=False).input_ids)
