@@ -76,6 +76,10 @@ class Domain:
       domain's own verifier that the self-test (``assay domains check``, the ``selftest`` gate)
       runs beside the generic ones; a failing one fails the domain (terminal task suites check
       that every task's oracle passes and doing nothing fails).
+    - ``episode_task``: ``episode_task(sample) -> Task`` (:mod:`domains.task_folder`) for a domain of
+      terminal tasks: sweeps then run each sample as a multi-turn episode of the policy in a
+      sandboxed terminal (:mod:`training.agent_loop`), scored by the task's hidden tests; ``score``
+      stays the single-turn view (the completion run as one script).
     """
 
     name: str
@@ -93,6 +97,7 @@ class Domain:
     protected: bool = False
     score_many: ScoreManyFn | None = None
     extra_checks: ExtraChecksFn | None = None
+    episode_task: Callable[[dict], Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
@@ -113,6 +118,9 @@ class Domain:
         if self.score_many is not None and not callable(self.score_many):
             raise DomainError(f"domain {self.name!r}: score_many must be a callable or None, got "
                               f"{type(self.score_many).__name__}")
+        if self.episode_task is not None and not callable(self.episode_task):
+            raise DomainError(f"domain {self.name!r}: episode_task must be a callable or None, got "
+                              f"{type(self.episode_task).__name__}")
         if self.extra_checks is not None and not callable(self.extra_checks):
             raise DomainError(f"domain {self.name!r}: extra_checks must be a callable or None, got "
                               f"{type(self.extra_checks).__name__}")

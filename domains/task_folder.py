@@ -323,7 +323,7 @@ def task_suite_domain(folder: Path | str, *, name: str | None = None, owner: str
         description=f"terminal tasks from {folder} ({len(tasks)} tasks: {len(rows['train'])} train, "
                     f"{len(rows['eval'])} eval), scored by each task's hidden tests",
         tags=tuple(tags), samples=samples, score=score, score_many=score_many,
-        eval_size=max(1, len(rows["eval"])), extra_checks=tasks_check)
+        eval_size=max(1, len(rows["eval"])), extra_checks=tasks_check, episode_task=task_of)
 
 
 __all__ = ["EVAL_SHARE", "Task", "TaskFormatError", "TaskSpec", "check_task", "check_tasks", "is_task_suite",

@@ -37,7 +37,7 @@ import polars as pl
 
 from evaluation.pass_rate_config import PassRateConfig
 from evaluation.sweep import (PASS_SCORE, SweepError, check_prompt_format, engine_factory_for, engine_identity,
-                              generate_and_score, generation_config)
+                              episode_format, generate_and_score, generation_config)
 from quality.difficulty import Band, pass_rate_verdict
 from storage.lake import Lake
 from storage.tables import PASS_RATES, SAMPLES, conform
@@ -117,7 +117,7 @@ def measure_pass_rates(lake: Lake, checkpoint: str, domain, items: Sequence[dict
     band = band or Band.for_domain(domain)
     k = config.samples
     params = params if params is not None else config.sampling(k)
-    gen_config, gen_params = generation_config(params, prompt_format)
+    gen_config, gen_params = generation_config(params, episode_format(domain, prompt_format))
     items = list(items)
     if not items:
         raise PassRateError(f"domain {domain.name!r} has no train items to measure")

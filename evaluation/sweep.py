@@ -235,7 +235,7 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
     for domain in domains:
         k = config.samples or domain.eval_samples_per_item
         params = config.sampling(k)
-        gen_config, gen_params = generation_config(params, prompt_format)
+        gen_config, gen_params = generation_config(params, episode_format(domain, prompt_format))
         items = domain.eval_items()
         if config.limit:
             items = items[: config.limit]
@@ -304,12 +304,49 @@ def sample_seed(seed: int, domain: str, item_id: str, sample_idx: int, gen_confi
     return derive_seed("assay.sweep", seed, domain, item_id, sample_idx, gen_config)
 
 
+def episode_format(domain, prompt_format: str) -> str:
+    """The prompt format a domain's samples are generated under: a terminal domain's episodes add
+    the agent protocol (:data:`training.agent_loop.PROTOCOL`), so changing it is another cache key."""
+    if getattr(domain, "episode_task", None) is None:
+        return prompt_format
+    from training.agent_loop import PROTOCOL
+
+    return f"{prompt_format}+{PROTOCOL}"
+
+
+def run_episode_samples(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
+                        gen_config: str, seed: int) -> pl.DataFrame:
+    """A terminal domain's samples: each one a multi-turn episode of the policy (each turn at most
+    ``params.max_new_tokens``), scored by the task's hidden tests on the host; ``completion`` holds
+    the episode's transcript as JSON (every turn: assistant text, command, output, exit code, timing)."""
+    import json
+
+    from training.agent_loop import run_episodes
+
+    plan = [(item, s) for item, missing in chunk for s in missing]
+    tasks = [domain.episode_task(item) for item, _ in plan]
+    seeds = [sample_seed(seed, domain.name, item["id"], s, gen_config) for item, s in plan]
+    episodes = run_episodes(engine, tasks, params, episode_seeds=seeds)
+    now = datetime.now(timezone.utc).isoformat()
+    rows = [{"checkpoint": checkpoint, "domain": domain.name, "item_id": item["id"], "sample_idx": s,
+             "score": episode.reward,
+             "completion": json.dumps({"end": episode.end, "passed": episode.passed, "turns": episode.transcript(),
+                                       "tests": episode.test_output[-2000:]}, ensure_ascii=False),
+             "latency_s": float(episode.seconds), "tokens": int(episode.tokens), "cluster_id": cluster_of(item),
+             "gen_config": gen_config, "created_at": now}
+            for (item, s), episode in zip(plan, episodes)]
+    return pl.DataFrame(rows, schema=RESULTS)
+
+
 def generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
                        gen_config: str, seed: int) -> pl.DataFrame:
     """Generate the missing samples of ``chunk`` (grouped by how many each item misses, so each
     engine call shares one prefill per item) and score them in one ``Domain.safe_score_many`` call.
-    ``seed``: the sweep's base seed."""
+    ``seed``: the sweep's base seed. A terminal domain's samples are episodes (:func:`run_episode_samples`)."""
     from dataclasses import replace
+
+    if getattr(domain, "episode_task", None) is not None:
+        return run_episode_samples(engine, domain, chunk, params, checkpoint, gen_config, seed)
 
     groups: dict[int, list[tuple[dict, list[int]]]] = {}
     for item, missing in chunk:

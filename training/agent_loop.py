@@ -32,6 +32,7 @@ TOOL_FORMAT = (
     "next command. When the task is done, reply DONE."
 )
 COMMAND_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)(?:\n```|$)", re.DOTALL)
+PROTOCOL = "terminal-v1"  # names TOOL_FORMAT and the turn rules: change it when they change (sweep cache key)
 REMINDER = "No command found. Reply with one command in a ```bash block, or DONE when the task is done."
 
 
@@ -85,6 +86,7 @@ class EpisodeResult:
     end: str = ""                 # done | max_turns | timeout
     seconds: float = 0.0
     test_output: str = ""
+    tokens: int = 0               # tokens the policy generated over all turns
 
     def transcript(self) -> list[dict]:
         return [asdict(t) for t in self.turns]
@@ -113,16 +115,18 @@ class _Live:
         self.terminal = terminal_factory(task)
         self.terminal.__enter__()
         self.end = ""
+        self.tokens = 0
 
     def expired(self) -> bool:
         return time.perf_counter() - self.started > self.task.spec.timeout_s
 
 
 def run_episodes(engine, tasks: Sequence, params: SamplingParams, *, seed: int = 0, max_workers: int = 4,
-                 terminal_factory=None, judge=None) -> list[EpisodeResult]:
+                 terminal_factory=None, judge=None, episode_seeds: Sequence[int] | None = None) -> list[EpisodeResult]:
     """Run one episode per task (a task may repeat, e.g. K samples of it) with ``engine`` and return
     the judged results in order. ``params``: sampling of each assistant turn (its ``max_new_tokens``
-    bounds a turn). Sample i's turn t is seeded with ``derive_seed(seed, i, t)``.
+    bounds a turn). Sample i's turn t is seeded with ``derive_seed(seed, i, t)``, or with
+    ``derive_seed(episode_seeds[i], t)`` when given (a sweep's per-sample seeds).
     ``terminal_factory(task)`` / ``judge(task, workdir)`` default to the sandboxed terminal and the
     task's hidden tests."""
     from training.prompts import chat_messages_prompt
@@ -144,13 +148,15 @@ def run_episodes(engine, tasks: Sequence, params: SamplingParams, *, seed: int =
                 prompts = [chat_messages_prompt(engine.tokenizer, chat_messages(e.task.spec.instruction, e.turns))
                            for e in active]
                 seeds = None if turn_params.temperature == 0 else [
-                    [derive_seed(seed, e.index, len(e.turns))] for e in active]
+                    [derive_seed(seed, e.index, len(e.turns)) if episode_seeds is None
+                     else derive_seed(episode_seeds[e.index], len(e.turns))] for e in active]
                 started = time.perf_counter()
                 outputs = engine.generate(prompts, turn_params, seeds)
                 share = (time.perf_counter() - started) / len(active)
                 pending = []
                 for episode, out in zip(active, outputs):
                     text = out[0].text
+                    episode.tokens += int(out[0].completion_tokens)
                     if text.count("```") % 2 == 1:  # the stop string ended an open block: close it
                         text += "\n```"
                     action = parse_action(text)
@@ -177,7 +183,7 @@ def run_episodes(engine, tasks: Sequence, params: SamplingParams, *, seed: int =
                     results[episode.index] = EpisodeResult(
                         task=episode.task.name, passed=bool(verdict.passed), reward=1.0 if verdict.passed else 0.0,
                         turns=episode.turns, end=episode.end, seconds=time.perf_counter() - episode.started,
-                        test_output=verdict.output)
+                        test_output=verdict.output, tokens=episode.tokens)
                     episode.terminal.__exit__(None, None, None)
                 active = [e for e in active if not e.end]
         finally:

@@ -129,3 +129,36 @@ def test_the_tiny_policy_drives_real_episodes(tiny_home, tmp_path):
     # seeded: the same call gives the same turns
     again = run_episodes(engine, tasks * 2, SamplingParams(max_new_tokens=24, temperature=1.0), seed=3)
     assert [[t.assistant for t in r.turns] for r in again] == [[t.assistant for t in r.turns] for r in results]
+
+
+def test_a_sweep_runs_a_terminal_suite_as_episodes_and_caches_them(tokenizer, tmp_path, assay_home):
+    import json
+
+    from domains.task_folder import task_suite_domain
+    from evaluation.sweep import run_sweep
+    from evaluation.sweep_config import SweepConfig
+    from pipelines.settings import open_lake
+
+    suite = tmp_path / "shell_basics"
+    for name in ("create_hello_file", "count_lines", "make_directory", "first_line"):
+        shutil.copytree(TASKS / name, suite / name)
+    domain = task_suite_domain(suite)
+    built = []
+
+    def factory():
+        built.append(1)
+        return ScriptedPolicy(tokenizer, ["```bash\nmkdir out\n```", "DONE"])
+
+    from training.prompts import prompt_format_of_tokenizer
+
+    fmt = prompt_format_of_tokenizer(tokenizer)
+    lake = open_lake(write=True)
+    result = run_sweep(lake, "scripted", [domain], factory, SweepConfig(progress=False), prompt_format=fmt)
+    rows = result.domains[0].items.sort("item_id")
+    # eval split of these four: count_lines and make_directory; the script solves only the latter
+    assert dict(zip(rows["item_id"], rows["score"])) == {"shell_basics/count_lines": 0.0,
+                                                          "shell_basics/make_directory": 1.0}
+    transcript = json.loads(rows["completion"][1])
+    assert transcript["turns"][0]["command"] == "mkdir out" and transcript["end"] == "done"
+    again = run_sweep(lake, "scripted", [domain], factory, SweepConfig(progress=False), prompt_format=fmt)
+    assert len(built) == 1 and again.domains[0].generated == 0  # cached: no engine, no episode
