@@ -388,6 +388,46 @@ def _score_batch(domain, completions: list[str], items: list[dict]) -> list[floa
         raise SweepError(f"domain {domain.name!r} scorer failed on {where}: {type(cause).__name__}: {cause}") from exc
 
 
+def rescore_cached(lake: Lake, checkpoint: str, domains: Sequence, log: Callable[[str], None] | None = None) -> dict:
+    """Score a checkpoint's cached samples again with each domain's *current* scorer and replace
+    their results batches (one atomic replace per batch): a fixed scorer must not leave stale cached
+    scores behind, and the cache key (the generation config) does not name the scorer. The
+    completions are not regenerated. Terminal domains are skipped (an episode's verdict was taken on
+    its final folder, which is gone). Returns ``{domain: {"rows", "changed"}}``; a later sweep
+    summarizes the new scores."""
+    out = {}
+    for domain in domains:
+        if getattr(domain, "episode_task", None) is not None:
+            if log:
+                log(f"{domain.name}: terminal episodes cannot be rescored (sweep again to re-run them)")
+            continue
+        items = {item["id"]: item for item in domain.eval_items()}
+        rows_total = changed = 0
+        for path in lake.files("results", where={"checkpoint": checkpoint, "domain": domain.name}):
+            frame = conform(pl.read_parquet(path), RESULTS)
+            known = frame.filter(pl.col("item_id").is_in(list(items)))
+            if known.height == 0:
+                continue
+            scores = _score_batch(domain, known["completion"].fill_null("").to_list(),
+                                  [items[i] for i in known["item_id"].to_list()])
+            fresh = known.select("item_id", "sample_idx").with_columns(
+                pl.Series("new_score", scores, dtype=pl.Float64))
+            rescored = (frame.join(fresh, on=["item_id", "sample_idx"], how="left", maintain_order="left")
+                        .with_columns(pl.col("new_score").fill_null(pl.col("score")).alias("score"))
+                        .drop("new_score").select(frame.columns))
+            diff = int((rescored["score"] != frame["score"]).sum())
+            rows_total += frame.height
+            changed += diff
+            if diff:
+                batch = path.parent.name.split("=", 1)[1]
+                lake.write_batch("results", {"checkpoint": checkpoint, "domain": domain.name, "batch": batch},
+                                 {"part": rescored})
+        out[domain.name] = {"rows": rows_total, "changed": changed}
+        if log:
+            log(f"{domain.name}: rescored {rows_total} cached samples of {checkpoint}, {changed} changed")
+    return out
+
+
 # -- reading sweeps back -------------------------------------------------------------------------
 
 def checkpoint_results(lake: Lake, checkpoint: str, domains: Iterable[str] | None = None) -> pl.DataFrame:

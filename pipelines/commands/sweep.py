@@ -40,6 +40,9 @@ def register(subparsers) -> None:
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
                         help="dtype the engine runs the policy in (default bfloat16)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log the sweep to MLflow")
+    parser.add_argument("--rescore", action="store_true",
+                        help="first score the cached samples again with each domain's current scorer (after a scorer "
+                             "fix: the cache key does not name the scorer), then summarize as usual")
     add_json_flag(parser)
     parser.set_defaults(handler=run_sweep_command)
 
@@ -62,6 +65,17 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if not domains:
         raise CliError("no domains selected: check --domains/--tag (see `assay domains list`)")
     lake = open_lake(write=True)
+    if args.rescore:
+        from evaluation.sweep import rescore_cached
+        from training.checkpoints import resolve_checkpoint
+
+        try:
+            record = resolve_checkpoint(args.checkpoint, lake, lake.mlflow_uri)
+            rescore_cached(lake, record.checkpoint, domains, log=lambda m: print(m, file=sys.stderr))
+        except CheckpointError as exc:
+            raise CliError(str(exc)) from None
+        except SweepError as exc:
+            raise CliError(str(exc), code=1) from None
     try:
         result, run_id = sweep_checkpoint(lake, lake.mlflow_uri, args.checkpoint, domains, config=config,
                                           backend=args.backend, dtype=args.dtype, log_mlflow=not args.no_mlflow,

@@ -313,3 +313,38 @@ def test_a_batch_scorer_that_fails_stops_the_sweep_naming_the_domain_and_items(
     with pytest.raises(SweepError, match=message):
         run_sweep(lake, "base-tiny", [domain], tiny_engine_factory, SweepConfig(**CFG), prompt_format=FMT)
     assert lake.read("results", where={"checkpoint": "base-tiny"}).height == 0  # nothing scored 0 and kept
+
+
+def test_rescore_replaces_stale_cached_scores_after_a_scorer_fix(assay_home):
+    """A scorer fixed after a sweep: the cached completions are scored again, not regenerated."""
+    from domains import Domain
+    from evaluation.sweep import rescore_cached, run_sweep
+    from evaluation.sweep_config import SweepConfig
+    from pipelines.settings import open_lake
+    from training.generation import Generation
+
+    def samples(split, n, seed):
+        return [{"id": f"{split}-{i}", "prompt": f"q{i}", "answer": "yes"} for i in range(n)]
+
+    class Echo:
+        name = "echo"
+
+        def generate(self, prompts, params, seeds=None, *, with_logprobs=False):
+            return [[Generation(text="sorry to hear that", completion_tokens=4, prompt_tokens=1,
+                                finish_reason="stop", latency_s=0.0)] for _ in prompts]
+
+        def format_prompt(self, text):
+            return text
+
+    lenient = Domain(name="polite", owner="t", description="d", samples=samples, score=lambda c, s: 1.0, eval_size=6)
+    strict = Domain(name="polite", owner="t", description="d", samples=samples,
+                    score=lambda c, s: float(c.strip() == s["answer"]), eval_size=6)
+    lake = open_lake(write=True)
+    first = run_sweep(lake, "c1", [lenient], Echo, SweepConfig(progress=False, batch_items=4), prompt_format="raw")
+    assert first.domains[0].summary["mean"] == 1.0
+    assert rescore_cached(lake, "c1", [strict]) == {"polite": {"rows": 6, "changed": 6}}
+    built = []
+    again = run_sweep(lake, "c1", [strict], lambda: built.append(1) or Echo(), SweepConfig(progress=False),
+                      prompt_format="raw")
+    assert again.domains[0].summary["mean"] == 0.0 and again.domains[0].generated == 0 and not built
+    assert rescore_cached(lake, "c1", [strict]) == {"polite": {"rows": 6, "changed": 0}}
