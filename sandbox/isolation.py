@@ -128,6 +128,10 @@ def host_root_binds() -> tuple[str, ...]:
             args += ["--symlink", os.readlink(path), name]
         elif path.is_dir():
             args += ["--ro-bind", name, name]
+    # Debian's /usr/bin/awk, vi, pager... are links through /etc/alternatives: without it `awk` is
+    # "command not found". It holds only links into /usr; the rest of /etc stays out.
+    if Path("/etc/alternatives").is_dir():
+        args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
     return tuple(args)
 
 

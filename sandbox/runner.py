@@ -4,7 +4,7 @@ What a sandboxed program gets (and nothing else):
 
 - a read-only ``/usr`` (with the ``/bin``, ``/lib*`` links into it), a read-only root, a minimal
   ``/dev`` (null, zero, full, random, urandom; ``/dev/shm`` points into the scratch) and a ``/proc``
-  of its own pid namespace; no ``/etc``, no ``/home``, no ``/root``, no repository, no host ``/tmp``;
+  of its own pid namespace; of ``/etc`` only ``/etc/alternatives`` (links into /usr, so ``awk`` runs); no ``/home``, no ``/root``, no repository, no host ``/tmp``;
 - a private writable scratch folder: a tmpfs at ``/tmp`` of ``Limits.scratch_mb`` (its cwd and
   ``$HOME``), holding the program and the extra files given;
 - no network (its own empty network namespace: only a loopback with nothing listening);

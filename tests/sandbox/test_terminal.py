@@ -155,3 +155,12 @@ def test_missing_files_dir_is_an_error_and_leaves_nothing(tmp_path, monkeypatch)
     with TerminalEpisode(None) as episode:
         assert episode.workdir.parent.parent == scratch
     assert list(scratch.iterdir()) == []
+
+
+def test_the_tools_agents_type_are_there_but_the_rest_of_etc_is_not():
+    """awk is a link through /etc/alternatives on Debian: an episode must be able to run it."""
+    with TerminalEpisode(None) as episode:
+        result = episode.run("printf 'a 1\\nb 2\\n' | awk '{s += $2} END {print s}'; ls /etc")
+        assert result.exit_code == 0, result.output
+        assert result.output.split() == ["3", "alternatives"]
+        assert "root:" not in episode.run("cat /etc/passwd /etc/shadow 2>&1").output
