@@ -49,9 +49,13 @@ TRAIN_ROWS = 12
 
 def _reload():
     out = {}
+    # everything that holds a job object is reloaded with the jobs, or a later Definitions meets two
+    # different 'checkpoint_sweep_job's (schedules kept the old one)
     for name in ("pipelines.partitions", "assets.ingest", "assets.difficulty", "assets.quality", "pipelines.jobs",
-                 "pipelines.sensors"):
+                 "pipelines.sensors", "pipelines.schedules"):
         out[name] = importlib.reload(sys.modules[name]) if name in sys.modules else importlib.import_module(name)
+    if "pipelines.definitions" in sys.modules:
+        out["pipelines.definitions"] = importlib.reload(sys.modules["pipelines.definitions"])
     return out
 
 
