@@ -191,12 +191,9 @@ EngineFactory = Callable[[], Any]
 def generation_config(params, prompt_format: str) -> tuple[str, str]:
     """``(gen_config, gen_params)`` of a sweep: the sampling parameters that shape every sample
     (not ``n``, which batching chooses, nor the seed) and the prompt format, hashed and as JSON."""
-    from dataclasses import asdict
+    from training.learnability import gen_params_of  # one definition of the fields: the trainer reads them back
 
-    fields = {k: v for k, v in asdict(params).items() if k not in ("n", "seed")}
-    fields["stop"] = list(fields["stop"])
-    fields["prompt_format"] = prompt_format
-    return gen_identity(fields)
+    return gen_identity(gen_params_of(params, prompt_format))
 
 
 def check_prompt_format(engine, prompt_format: str) -> None:
