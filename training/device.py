@@ -5,8 +5,11 @@ Each rank of a multi-GPU launch takes the GPU of its ``LOCAL_RANK``. The decisio
 functions of :class:`DeviceFacts` (what the machine offers), so every branch is tested on a
 CPU-only machine; :func:`probe_facts` reads the facts from torch, at the edge.
 
-- CPU: DeepSpeed's CPU accelerator and the gloo backend. fp32 and bf16 both run (bf16 is fastest
-  on CPUs with AVX512-BF16 or AMX; elsewhere it still runs, emulated).
+- CPU: DeepSpeed's CPU accelerator and the gloo backend. bf16 is fast only where the CPU computes
+  it (oneDNN's bf16 path: AVX-512 or AMX); on an AVX2-only CPU torch emulates it and a bf16 matmul
+  was measured 80x slower than fp32 (AMD EPYC, AVX2, 2026-12-01). There every bf16 setting runs
+  as fp32 (:func:`cpu_precision`, :func:`engine_dtype`), said once in the log; setting
+  ``ASSAY_EMULATED_BF16=1`` keeps bf16 anyway (to reproduce a bf16 run bit for bit, slowly).
 - CUDA: DeepSpeed's CUDA accelerator and NCCL, one GPU per rank. bf16 (DeepSpeed bf16 weights, bf16
   autocast, a bf16 rollout copy) needs native bfloat16, compute capability 8.0 or newer (A100, H100,
   L4, RTX 30xx and later); older GPUs are refused with what to set instead.
@@ -36,6 +39,7 @@ class DeviceFacts:
     cuda_capability: str | None = None    # e.g. "7.5" (the first GPU's), for messages
     torch_version: str = ""
     torch_cuda: str | None = None         # torch.version.cuda: None for a CPU-only build of torch
+    cpu_bf16: bool = True                 # the CPU computes bfloat16 natively (oneDNN: AVX-512 or AMX)
 
 
 @dataclass(frozen=True)
@@ -99,4 +103,56 @@ def probe_facts() -> DeviceFacts:
         capability = f"{major}.{minor}"
         bf16 = major >= 8  # native bf16 tensor cores; torch.cuda.is_bf16_supported() also counts emulation
     return DeviceFacts(cuda_devices=count, cuda_bf16=bf16, cuda_capability=capability,
-                       torch_version=torch.__version__, torch_cuda=torch.version.cuda)
+                       torch_version=torch.__version__, torch_cuda=torch.version.cuda, cpu_bf16=cpu_computes_bf16())
+
+
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU runs bfloat16 matmuls natively (imports torch). ``ASSAY_EMULATED_BF16=1``
+    says yes whatever the CPU (bf16 kept even where it is emulated)."""
+    import os
+
+    import torch
+
+    if os.environ.get("ASSAY_EMULATED_BF16") == "1":
+        return True
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())  # oneDNN's own test: AVX-512 core or AMX
+    except (AttributeError, RuntimeError):
+        try:
+            flags = open("/proc/cpuinfo").read()
+        except OSError:
+            return True  # cannot tell: keep what was asked for
+        return any(flag in flags for flag in ("avx512_bf16", "amx_bf16", "avx512bw"))
+
+
+EMULATED_BF16_NOTE = ("this CPU has no native bfloat16 (torch would emulate it, ~80x slower than fp32 here): "
+                      "running {what} in float32; set ASSAY_EMULATED_BF16=1 to keep bfloat16 anyway")
+
+
+def engine_dtype(dtype: str, device: str = "cpu", log=None) -> str:
+    """The dtype a generation engine on ``device`` runs ``dtype`` in: bfloat16 becomes float32 on a
+    CPU that would only emulate it (``log`` hears why); anything else as asked."""
+    if dtype != "bfloat16" or not str(device).startswith("cpu") or cpu_computes_bf16():
+        return dtype
+    if log is not None:
+        log(EMULATED_BF16_NOTE.format(what="the generation engine"))
+    return "float32"
+
+
+def cpu_precision(plan: DevicePlan, facts: DeviceFacts, *, precision: str, autocast_bf16: bool,
+                  rollout_dtype: str) -> tuple[dict, str | None]:
+    """The training precision settings to run on ``plan``'s device: the recipe's, or on a CPU that
+    would only emulate bf16 the same in fp32. Returns ``(changes, note)``: ``changes`` maps the
+    recipe keys to override (``{}`` when nothing changes), ``note`` says why (None then)."""
+    if plan.accelerator != "cpu" or facts.cpu_bf16:
+        return {}, None
+    changes: dict = {}
+    if precision == "bf16":
+        changes["deepspeed.precision"] = "fp32"
+    if autocast_bf16:
+        changes["deepspeed.autocast_bf16"] = False
+    if rollout_dtype == "bfloat16":
+        changes["rollout_dtype"] = "float32"
+    if not changes:
+        return {}, None
+    return changes, EMULATED_BF16_NOTE.format(what=", ".join(f"{k} (asked: bf16)" for k in changes))

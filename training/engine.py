@@ -59,14 +59,30 @@ def check_device(config: GRPOConfig) -> DevicePlan:
     return plan
 
 
+def precision_for_device(config: GRPOConfig, plan: DevicePlan) -> tuple[GRPOConfig, str | None]:
+    """``config`` as it will run on ``plan``'s device, and a note when that differs from the recipe:
+    on a CPU without native bf16 its bf16 settings run in fp32 (:func:`training.device.cpu_precision`;
+    the run is named after what it trains, so it is another run than the bf16 one)."""
+    from training.device import cpu_precision
+
+    ds = config.deepspeed
+    changes, note = cpu_precision(plan, probe_facts(), precision=ds.precision, autocast_bf16=ds.autocast_bf16,
+                                  rollout_dtype=config.rollout_dtype)
+    if not changes:
+        return config, None
+    deepspeed = ds.model_copy(update={k.split(".", 1)[1]: v for k, v in changes.items() if k.startswith("deepspeed.")})
+    top = {k: v for k, v in changes.items() if "." not in k}
+    return config.model_copy(update={"deepspeed": deepspeed, **top}), note
+
+
 def setup_distributed(device: str = "auto") -> tuple[int, int]:
     """Environment for DeepSpeed (one process unless a launcher set it), the process group on the
     planned device (gloo on CPU, NCCL on this rank's GPU); returns (rank, world)."""
     import torch
 
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-                           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
+    alone = "RANK" not in os.environ or "WORLD_SIZE" not in os.environ
+    if alone:  # the port is chosen just before the group binds it (below): another process may take it
+        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"})
     os.environ.setdefault("LOCAL_RANK", os.environ["RANK"])
     plan = device_plan(device)
     chosen = os.environ.setdefault("DS_ACCELERATOR", plan.accelerator)
@@ -92,7 +108,17 @@ def setup_distributed(device: str = "auto") -> tuple[int, int]:
     else:
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False  # skip the g++ JIT build
     if not torch.distributed.is_initialized():
-        deepspeed.init_distributed(dist_backend=plan.backend, verbose=False)
+        for attempt in range(4):
+            if alone:
+                os.environ["MASTER_PORT"] = str(_free_port())
+            try:
+                deepspeed.init_distributed(dist_backend=plan.backend, verbose=False)
+                break
+            except torch.distributed.DistNetworkError as error:
+                # a free port found here can be taken by another process (a vLLM engine opens many)
+                # before the store binds it: for a process alone, another port; a launcher's is fixed
+                if not alone or "EADDRINUSE" not in str(error) or attempt == 3:
+                    raise
     return torch.distributed.get_rank(), torch.distributed.get_world_size()
 
 

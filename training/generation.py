@@ -49,6 +49,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, Sequence, get_args, runtime_checkable
@@ -481,6 +482,15 @@ def resolve_backend(backend: str, model_dir) -> tuple[str, str]:
     return "vllm", "vllm (auto: installed, serves this model, measured faster at its size)"
 
 
+_said: set[str] = set()
+
+
+def _log_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        print(message, file=sys.stderr, flush=True)
+
+
 def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: Any) -> GenerationEngine:
     """A generation engine for a policy reference (see :mod:`training.policy`).
 
@@ -497,6 +507,14 @@ def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: 
         backend, _ = resolve_backend("auto", policy_path(policy_ref, options.get("home")))
         known = TORCH_OPTIONS if backend == "torch" else tuple(VllmOptions.model_fields)
         options = {k: v for k, v in options.items() if k in known}
+    if backend in ("torch", "vllm"):  # bf16 where the CPU would only emulate it: fp32 (training.device)
+        import torch
+
+        from training.device import engine_dtype
+
+        # the torch engine computes on the CPU; vLLM on the GPU when its CUDA build sees one
+        device = "cuda" if backend == "vllm" and torch.cuda.is_available() else "cpu"
+        options = {**options, "dtype": engine_dtype(options.get("dtype", "bfloat16"), device, log=_log_once)}
     if backend == "vllm":
         from training.vllm_engine import VllmEngine
 

@@ -64,6 +64,53 @@ def test_impossible_devices_are_refused_with_what_to_set():
         plan_device("gpu", two_h100)
 
 
+def test_bf16_runs_as_fp32_on_a_cpu_that_would_only_emulate_it():
+    from training.device import CPU_PLAN, cpu_precision, plan_device
+
+    emulating = _facts({**CPU_BOX, "cpu_bf16": False})
+    changes, note = cpu_precision(CPU_PLAN, emulating, precision="bf16", autocast_bf16=True, rollout_dtype="bfloat16")
+    assert changes == {"deepspeed.precision": "fp32", "deepspeed.autocast_bf16": False, "rollout_dtype": "float32"}
+    assert "no native bfloat16" in note and "ASSAY_EMULATED_BF16=1" in note
+    assert cpu_precision(CPU_PLAN, emulating, precision="fp32", autocast_bf16=False, rollout_dtype="float32") == ({}, None)
+    native = _facts({**CPU_BOX, "cpu_bf16": True})
+    assert cpu_precision(CPU_PLAN, native, precision="bf16", autocast_bf16=True, rollout_dtype="bfloat16") == ({}, None)
+    gpu = _facts({**TWO_H100, "cpu_bf16": False})  # the GPU computes bf16, whatever the host CPU
+    assert cpu_precision(plan_device("cuda", gpu), gpu, precision="bf16", autocast_bf16=True,
+                         rollout_dtype="bfloat16") == ({}, None)
+
+
+def test_engine_dtype_follows_the_cpu_and_the_override(monkeypatch):
+    import training.device as device
+
+    monkeypatch.setattr(device, "cpu_computes_bf16", lambda: False)
+    heard = []
+    assert device.engine_dtype("bfloat16", "cpu", log=heard.append) == "float32" and "no native" in heard[0]
+    assert device.engine_dtype("bfloat16", "cuda") == "bfloat16"  # a GPU engine: as asked
+    assert device.engine_dtype("float32", "cpu") == "float32"
+    monkeypatch.setattr(device, "cpu_computes_bf16", lambda: True)
+    assert device.engine_dtype("bfloat16", "cpu") == "bfloat16"
+    monkeypatch.undo()
+    monkeypatch.setenv("ASSAY_EMULATED_BF16", "1")
+    assert device.cpu_computes_bf16() is True
+
+
+def test_a_bf16_recipe_trains_in_fp32_on_a_cpu_that_would_emulate_it(tiny_home, monkeypatch):
+    """The trainer runs the recipe's bf16 settings in fp32 there, says so, and names the run after what it trains."""
+    import training.device as device
+    from pipelines.settings import open_lake
+    from training.trainer import train
+
+    monkeypatch.setattr(device, "cpu_computes_bf16", lambda: False)
+    config = load_recipe("tiny", deepspeed={"autocast_bf16": True}, rollout_dtype="bfloat16", max_steps=1,
+                         train_samples_per_domain=4, prompts_per_step=1, num_generations=2, max_completion_length=4)
+    heard = []
+    result = train(config, open_lake(write=True), allow_generate=True, progress=False, log=heard.append)
+    assert any("no native bfloat16" in m and "deepspeed.autocast_bf16" in m for m in heard), heard
+    fp32 = load_recipe("tiny", deepspeed={"autocast_bf16": False}, rollout_dtype="float32", max_steps=1,
+                       train_samples_per_domain=4, prompts_per_step=1, num_generations=2, max_completion_length=4)
+    assert result.run_name.startswith(f"tiny-{fp32.fingerprint()}-")  # the run it really is: fp32
+
+
 def test_bf16_is_refused_only_on_gpus_without_native_bf16():
     from training.device import CPU_PLAN, plan_device, precision_problem
 

@@ -188,7 +188,10 @@ def test_a_second_engine_keeps_the_callers_rng_and_threads_and_closes(vllm_engin
         assert (random.random(), torch.rand(1).item()) == expected  # vLLM re-seeds the globals: put back
         torch.set_num_threads(threads + 1)
         assert torch.get_num_threads() == threads + 1  # vLLM's CPU worker would have made this a no-op
-        assert engine.identity.startswith("vllm-") and engine.identity.endswith("/bfloat16")
+        # bf16 as asked where the CPU computes it, float32 where it would only emulate it (training.device)
+        from training.device import engine_dtype
+
+        assert engine.identity.startswith("vllm-") and engine.identity.endswith(f"/{engine_dtype('bfloat16')}")
         assert engine.generate(_prompts(engine)[:2], SamplingParams(max_new_tokens=4))[0][0].completion_tokens > 0
     finally:
         torch.set_num_threads(threads)
