@@ -9,7 +9,8 @@ zero-variance groups cost nothing):
 
 - ``policy``: every candidate train row's pass rate under the base policy, K samples drawn with the
   rollouts' own sampling (:func:`evaluation.pass_rates.measure_for_training`, cached in lake table
-  ``pass_rates``); rows drawn ~ p(1-p), never those always or never passed; domains by their
+  ``pass_rates``) and updated online by every rollout group; rows drawn ~ p(1-p), each at most
+  once per epoch, those always or never passed only at the exploration weight; domains by their
   summed p(1-p) (``mixture: {strategy: learnability, items: learnability}``,
   :mod:`training.learnability`).
 - ``heuristic``: the rows the heuristic difficulty gate keeps in band
@@ -122,6 +123,13 @@ def train_arm(args: argparse.Namespace) -> int:
            "rows": {d: info["rows"] for d, info in result.data.items()},
            "zero_var_frac": _mean([h["zero_var_frac"] for h in overall]),
            "per_domain": _per_domain(history)}
+    state = json.loads((lake.home / "runs" / result.run_name / "state.json").read_text())
+    if state.get("sampler"):  # where the online pass-rate estimates ended (learnability arm)
+        from training.learnability import PassRateTracker
+
+        tracker = PassRateTracker({d: [0.0] * len(v) for d, v in state["sampler"]["estimates"]["passes"].items()}, 1)
+        tracker.load_state_dict(state["sampler"]["estimates"])
+        out["final_estimates"] = tracker.summary()
     Path(args.result).write_text(json.dumps(out, indent=1))
     return 0
 
@@ -240,17 +248,12 @@ def main(argv: list[str] | None = None) -> int:
                    lambda m: print(f"[sweep {args.sweep_checkpoint}] {m}", file=sys.stderr, flush=True))
         return 0
 
-    from pipelines.demo import select_domains
-
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     started = time.time()
     out: dict = {"command": "python -m bench.bench_joint " + " ".join(argv if argv is not None else sys.argv[1:]),
                  "domains": args.domains, "minutes": args.minutes, "loadavg_start": os.getloadavg()}
-    core = select_domains("core")
-    log("== base sweep (cached when done before)")
-    _sweep_all("base-smollm2", core, args, log)
     if "policy" in args.arms:
         log("== pass rates of the base policy on the candidate train rows")
         out["pass_rates"] = measure(args, log)
@@ -273,10 +276,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"arm {arm} failed (exit {proc.returncode})")
     out["arms"] = {arm: json.loads(results[arm].read_text()) for arm in args.arms}
     out["loadavg_after_training"] = os.getloadavg()
-    log("== sweeps of the checkpoints, at the same time, one core each")
+    # training first (its budget is wall-clock), then the base and the checkpoints are swept together
+    log("== sweeps of the base policy (cached when done before) and the checkpoints, at the same time, one core each")
     sweeps = []
-    for arm, info in out["arms"].items():
-        cmd = [sys.executable, "-m", "bench.bench_joint", "--sweep-checkpoint", info["checkpoint"],
+    for checkpoint in ["base-smollm2", *(info["checkpoint"] for info in out["arms"].values())]:
+        cmd = [sys.executable, "-m", "bench.bench_joint", "--sweep-checkpoint", checkpoint,
                "--domains", ",".join(args.domains), "--eval-items", str(args.eval_items),
                "--other-items", str(args.other_items), "--backend", args.backend]
         sweeps.append(subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}))

@@ -104,10 +104,20 @@ class MixtureConfig(_Strict):
     weights: dict[str, float] = Field(default_factory=dict, description="explicit domain weights (strategy=weights)")
     items: Literal["uniform", "learnability"] = Field(
         "uniform", description="uniform: every row once per epoch, shuffled; learnability: rows drawn with "
-                               "probability ~ p(1-p) (never those always or never passed; Foster & Foerster 2025)")
+                               "probability ~ p(1-p) of their current pass rate, each at most once per epoch, those "
+                               "always or never passed only at explore_weight (Foster & Foerster 2025)")
     pass_rate_samples: int = Field(
         8, ge=2, description="K: samples per item behind the pass rates learnability sampling uses (drawn with "
                              "the rollouts' sampling; measured before the run when missing)")
+    pass_rate_updates: Literal["online", "static"] = Field(
+        "online", description="online: every rollout group (num_generations samples of the current policy) "
+                              "updates its item's pass rate; static: the rates measured before the run, throughout")
+    pass_rate_decay: float = Field(
+        0.5, ge=0, le=1, description="weight an item's earlier pass-rate evidence keeps when a rollout group "
+                                     "updates it (1: all evidence counts alike; smaller: follow the policy faster)")
+    explore_weight: float = Field(
+        0.01, ge=0, le=0.25, description="sampling weight of items estimated always or never passed (p(1-p) "
+                                         "below it), so they are re-tried as the policy changes; 0: never")
 
     @model_validator(mode="after")
     def _weights_given(self):
@@ -267,15 +277,16 @@ class GRPOConfig(_Strict):
         ``max_steps``: the schedule does not depend on it, so asking the same run for more steps
         continues it from where it stopped. Not ``device``: where a run computes is not what it
         trains (a run started on a CPU resumes on a GPU). Not ``rollout.vllm`` (memory and
-        compilation: speed, not what is sampled), and the ``rollout`` section (and ``mixture.items`` /
-        ``pass_rate_samples``) only where it differs from the default, so the runs of recipes written before it existed keep their names and resume."""
+        compilation: speed, not what is sampled), and the ``rollout`` section (and the learnability
+        fields of ``mixture``) only where it differs from the default, so the runs of recipes written before it existed keep their names and resume."""
         data = self.model_dump(exclude={"run_name", "max_steps", "device"})
         rollout = data.pop("rollout")
         rollout.pop("vllm")
         default = RolloutConfig().model_dump(exclude={"vllm"})
         if rollout != default:
             data["rollout"] = rollout
-        for key in ("items", "pass_rate_samples"):  # added later: only where not the default, as rollout
+        for key in ("items", "pass_rate_samples", "pass_rate_updates", "pass_rate_decay",
+                    "explore_weight"):  # added later: only where not the default, as rollout
             if data["mixture"][key] == MixtureConfig.model_fields[key].default:
                 data["mixture"].pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]

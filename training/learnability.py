@@ -5,20 +5,32 @@ arXiv:2502.12272, *sampling for learnability*): an item the policy passes with p
 gives a binary reward of variance ``p (1 - p)``. GRPO's advantages are rewards minus the group
 mean, so a group teaches nothing when its samples all agree (probability ``p^G + (1-p)^G``) and
 the expected size of its update grows with ``p (1 - p)``: 0 for items always or never solved,
-largest at ``p = 1/2``. With ``mixture.items: learnability`` the trainer draws a domain's items
-with probability proportional to ``p (1 - p)`` (items with ``p`` 0 or 1 are never drawn); with
-``mixture.strategy: learnability`` it draws domains with probability proportional to
-``(sum_i p_i (1 - p_i)) ** (1 / temperature)``, the domain's total learnable reward variance
-(temperature 1: as is; larger: towards uniform). The size-based temperature mixture stays the
+largest at ``p = 1/2``. With ``mixture.items: learnability`` the trainer draws each of a domain's
+items with probability proportional to ``max(p (1 - p), explore_weight)`` among the items not yet
+drawn this epoch; an epoch ends when every item above the floor has had its turn, so items at the
+frontier are used about once per epoch each and those always or never passed only at the
+exploration rate. With ``mixture.strategy: learnability`` it draws domains with probability
+proportional to ``(sum_i max(p_i (1 - p_i), explore_weight)) ** (1 / temperature)``, the domain's
+total learnable reward variance (temperature 1: as is; larger: towards uniform). The size-based temperature mixture stays the
 default (``strategy: temperature``).
 
-``p`` is the pass rate of the run's **starting policy** (``base-<name>`` for a built-in policy,
-else the checkpoint id it names) over ``mixture.pass_rate_samples`` samples drawn with the
+``p`` starts as the pass rate of the run's **starting policy** (``base-<name>`` for a built-in
+policy, else the checkpoint id it names) over ``mixture.pass_rate_samples`` samples drawn with the
 rollouts' own sampling (completion length, temperature, top-p, top-k, stop strings, prompt
 format): the difficulty a GRPO group will actually meet. The rates are read from lake table
 ``pass_rates`` (:mod:`evaluation.pass_rates` measures them; ``assay train`` and the training asset
 measure the missing ones before a run starts). They are part of the run's identity: other rates,
 another run.
+
+Then they follow the policy (``mixture.pass_rate_updates: online``, the default): every rollout
+group is ``num_generations`` fresh samples of the *current* policy on one item, so it updates that
+item's estimate (:class:`PassRateTracker`: pass/fail pseudo-counts, the earlier ones decayed by
+``mixture.pass_rate_decay`` per group, so the estimate tracks a moving policy). Measured once, the
+rates go stale within a hundred steps: the policy learns the few items it half-solved, and a
+sampler that keeps drawing them gets groups with equal rewards (bench/RESULTS.md, joint training).
+Items estimated always or never passed keep a small weight (``mixture.explore_weight``) so they are
+re-tried as the policy changes; within an epoch each item is drawn at most once
+(:class:`training.mixture.DomainMixture`).
 """
 
 from __future__ import annotations
@@ -87,9 +99,11 @@ class ItemPassRates:
     gen_params: dict
     rates: dict[str, dict[str, float]]
 
-    def weights(self, rows: dict[str, list[dict]]) -> dict[str, list[float]]:
-        """``p (1 - p)`` per row, aligned with ``rows[domain]``."""
-        return {d: [learnability(self.rates[d][r["id"]]) for r in domain_rows] for d, domain_rows in rows.items()}
+    def tracker(self, rows: dict[str, list[dict]], mixture) -> "PassRateTracker":
+        """The estimates a run starts from, aligned with ``rows[domain]``; ``mixture``: its
+        :class:`training.config.MixtureConfig` (decay, floor)."""
+        return PassRateTracker({d: [self.rates[d][r["id"]] for r in domain_rows] for d, domain_rows in rows.items()},
+                               self.samples, decay=mixture.pass_rate_decay, floor=mixture.explore_weight)
 
     def fingerprint(self) -> str:
         text = json.dumps([self.checkpoint, self.samples, self.gen_params,
@@ -146,3 +160,55 @@ def load_item_pass_rates(lake: Lake, config, rows: dict[str, list[dict]], prompt
                 f"(K={samples}): every GRPO group would have equal rewards. Add items of the right difficulty, "
                 "raise mixture.pass_rate_samples, or leave the domain out")
     return ItemPassRates(checkpoint, samples, gen_params, rates)
+
+
+class PassRateTracker:
+    """Each train item's pass rate under the current policy, as decayed pass/fail pseudo-counts.
+
+    Starts from the measured rate, worth ``samples`` observations; a rollout group of ``n`` samples
+    with ``k`` passes updates it to ``(decay * passes + k, decay * fails + n - k)``. Decay 1 keeps every
+    observation (a stationary policy); below 1 the latest groups count most, as the policy moves."""
+
+    def __init__(self, rates: dict[str, list[float]], samples: int, decay: float = 0.5, floor: float = 0.01):
+        if not 0.0 <= decay <= 1.0:
+            raise ValueError(f"decay must be in [0, 1], got {decay!r}")
+        self.decay = decay
+        self.floor = floor
+        self.passes = {d: [p * samples for p in ps] for d, ps in rates.items()}
+        self.fails = {d: [(1.0 - p) * samples for p in ps] for d, ps in rates.items()}
+
+    def rate(self, domain: str, index: int) -> float:
+        passes, fails = self.passes[domain][index], self.fails[domain][index]
+        return passes / (passes + fails)
+
+    def weight(self, domain: str, index: int) -> float:
+        """``p (1 - p)``, at least ``floor``: an item estimated solved or hopeless is still re-tried."""
+        return max(learnability(self.rate(domain, index)), self.floor)
+
+    def learnable(self, domain: str, index: int) -> bool:
+        """Whether the item is expected to teach more than an item the policy always or never passes."""
+        return learnability(self.rate(domain, index)) > self.floor
+
+    def observe(self, domain: str, index: int, passes: int, samples: int) -> None:
+        if not 0 <= passes <= samples or samples <= 0:
+            raise ValueError(f"a group of {samples} samples cannot have {passes} passes")
+        self.passes[domain][index] = self.decay * self.passes[domain][index] + passes
+        self.fails[domain][index] = self.decay * self.fails[domain][index] + (samples - passes)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per domain: the mean estimated pass rate and the share of items still learnable."""
+        out = {}
+        for domain, passes in self.passes.items():
+            n = len(passes)
+            out[domain] = {"est_pass_rate": sum(self.rate(domain, i) for i in range(n)) / n,
+                           "learnable_share": sum(self.learnable(domain, i) for i in range(n)) / n}
+        return out
+
+    def state_dict(self) -> dict:
+        return {"passes": self.passes, "fails": self.fails}
+
+    def load_state_dict(self, state: dict) -> None:
+        if {d: len(v) for d, v in state["passes"].items()} != {d: len(v) for d, v in self.passes.items()}:
+            raise ValueError("the saved pass-rate estimates are for other train rows: start the run again")
+        self.passes = {d: [float(x) for x in v] for d, v in state["passes"].items()}
+        self.fails = {d: [float(x) for x in v] for d, v in state["fails"].items()}

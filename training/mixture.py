@@ -3,18 +3,22 @@
 Probabilities over domains: ``uniform``; ``weights`` (explicit, normalised); or ``temperature``
 sampling over domain sizes, p(d) ~ size(d) ** (1 / T) (T = 1: proportional to size; larger T
 flattens towards uniform, as in multilingual pre-training mixtures). Each domain's rows are
-visited in a seeded shuffled order, epoch after epoch, so every row is used before any repeats.
-With learnability sampling (:mod:`training.learnability`: Foster & Foerster 2025) rows are drawn
-with replacement with probability ~ p(1-p) of their pass rate p (rows always or never passed are
-never drawn), and ``strategy: learnability`` weighs domains by their summed p(1-p).
-The draw for step s depends only on (seed, s): a resumed run picks exactly the prompts it would
+visited in a seeded shuffled order, epoch after epoch, so every row is used before any repeats;
+the draw for step s depends only on (seed, s): a resumed run picks exactly the prompts it would
 have picked, with no sampler state to save.
+
+With learnability sampling (:mod:`training.learnability`: Foster & Foerster 2025) a row is drawn
+with probability ~ its p(1-p) (at least ``explore_weight``), p its current pass-rate estimate
+(:class:`training.learnability.PassRateTracker`, updated by every rollout group), and at most
+once per epoch; an epoch ends when every row still expected to teach has had its turn, so the
+rows at the frontier come round again soon and the solved or hopeless ones only at the
+exploration rate. ``strategy: learnability`` weighs domains by their summed weights. The draw then
+depends on (seed, step, the estimates and the rows used this epoch): the trainer saves that state
+with each checkpoint (:meth:`DomainMixture.state_dict`) and a resumed run restores it.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import random
 from dataclasses import dataclass
 
@@ -52,31 +56,37 @@ def mixture_probabilities(sizes: dict[str, int], config: MixtureConfig,
 class Pick:
     domain: str
     row: dict
+    index: int = -1  # the row's place in ``rows[domain]``
 
 
 class DomainMixture:
-    def __init__(self, rows: dict[str, list[dict]], config: MixtureConfig, seed: int,
-                 item_weights: dict[str, list[float]] | None = None):
-        """``item_weights``: per domain, one weight per row (p(1-p)); needed by learnability sampling."""
+    def __init__(self, rows: dict[str, list[dict]], config: MixtureConfig, seed: int, pass_rates=None):
+        """``pass_rates``: a :class:`training.learnability.PassRateTracker` over ``rows`` (needed by
+        learnability sampling; :meth:`observe` updates it when ``pass_rate_updates`` is online)."""
         self.rows = rows
+        self.config = config
         self.seed = seed
-        learnable = None
-        if config.items == "learnability" or config.strategy == "learnability":
-            if item_weights is None or any(len(item_weights.get(d, ())) != len(r) for d, r in rows.items()):
-                raise ValueError("learnability sampling needs one weight per train row of every domain "
+        self.tracker = None
+        self.learnability = config.items == "learnability" or config.strategy == "learnability"
+        if self.learnability:
+            if pass_rates is None or {d: len(v) for d, v in pass_rates.passes.items()} != \
+                    {d: len(r) for d, r in rows.items()}:
+                raise ValueError("learnability sampling needs a pass rate for every train row of every domain "
                                  "(training.learnability.load_item_pass_rates)")
-            if any(w < 0 for ws in item_weights.values() for w in ws):
-                raise ValueError("item weights must be >= 0")
-            learnable = {d: float(sum(item_weights[d])) for d in rows}
-            dead = [d for d, total in learnable.items() if total <= 0]
+            dead = [d for d, r in rows.items() if not any(pass_rates.learnable(d, i) for i in range(len(r)))]
             if dead:
                 raise ValueError(f"no row of {', '.join(dead)} can teach anything (every pass rate is 0 or 1)")
-        self.probabilities = mixture_probabilities({d: len(r) for d, r in rows.items()}, config, learnable)
-        # cumulative row weights per domain, for draws with replacement ~ p(1-p)
-        self._cumulative = ({d: list(itertools.accumulate(item_weights[d])) for d in rows}
-                            if config.items == "learnability" else None)
+            self.tracker = pass_rates
+        self._used: dict[str, set[int]] = {d: set() for d in rows}  # rows drawn this epoch (learnability)
+        self.probabilities = self._probabilities()
         self._orders: dict[tuple[str, int], list[int]] = {}
         self._counts_cache: dict[int, tuple[int, dict[str, int]]] = {}
+
+    def _probabilities(self) -> dict[str, float]:
+        learnable = None
+        if self.config.strategy == "learnability":
+            learnable = {d: sum(self.tracker.weight(d, i) for i in range(len(r))) for d, r in self.rows.items()}
+        return mixture_probabilities({d: len(r) for d, r in self.rows.items()}, self.config, learnable)
 
     def _order(self, domain: str, epoch: int) -> list[int]:
         key = (domain, epoch)
@@ -103,24 +113,55 @@ class DomainMixture:
         return rng.choices(names, weights=[self.probabilities[d] for d in names], k=per_step)
 
     def draw(self, step: int, per_step: int) -> list[Pick]:
-        """The prompts of ``step`` (0-based): a pure function of (seed, step)."""
-        if self._cumulative is not None:
-            return [self._weighted_pick(domain, step, slot)
-                    for slot, domain in enumerate(self._domains_for(step, per_step))]
+        """The prompts of ``step`` (0-based). Without learnability a pure function of (seed, step);
+        with it, it also marks the rows drawn as used for this epoch (call it once per step)."""
+        if self.learnability:
+            if self.config.strategy == "learnability":
+                self.probabilities = self._probabilities()  # the estimates moved since the last step
+            if self.config.items == "learnability":
+                return [self._weighted_pick(domain, step, slot)
+                        for slot, domain in enumerate(self._domains_for(step, per_step))]
         used = self._counts_before(step, per_step)
         picks = []
         for domain in self._domains_for(step, per_step):
             n = len(self.rows[domain])
             epoch, position = divmod(used[domain], n)
-            picks.append(Pick(domain, self.rows[domain][self._order(domain, epoch)[position]]))
+            index = self._order(domain, epoch)[position]
+            picks.append(Pick(domain, self.rows[domain][index], index))
             used[domain] += 1
         return picks
 
     def _weighted_pick(self, domain: str, step: int, slot: int) -> Pick:
-        cumulative = self._cumulative[domain]
-        u = random.Random(f"{self.seed}:item:{domain}:{step}:{slot}").random() * cumulative[-1]
-        # the first row whose cumulative weight exceeds u: a row of weight 0 is never chosen
-        index = bisect.bisect_right(cumulative, u)
-        if index == len(cumulative):  # u rounded up to the total: the last row with weight
-            index = bisect.bisect_left(cumulative, cumulative[-1])
-        return Pick(domain, self.rows[domain][index])
+        tracker, used, n = self.tracker, self._used[domain], len(self.rows[domain])
+        if not any(tracker.learnable(domain, i) for i in range(n) if i not in used):
+            used.clear()  # a new epoch: every row still expected to teach has had its turn
+        candidates = [i for i in range(n) if i not in used]
+        weights = [tracker.weight(domain, i) for i in candidates]
+        rng = random.Random(f"{self.seed}:item:{domain}:{step}:{slot}")
+        if sum(weights) <= 0:  # explore_weight 0 and nothing left to learn here: any row
+            index = rng.choice(candidates)
+        else:
+            index = rng.choices(candidates, weights=weights)[0]
+        used.add(index)
+        return Pick(domain, self.rows[domain][index], index)
+
+    def observe(self, picks: list[Pick], passes: list[int], samples: int) -> None:
+        """Each pick's rollout group: ``passes`` of ``samples`` completions earned full credit.
+        Updates the pass-rate estimates (online learnability); otherwise nothing to learn here."""
+        if self.tracker is None or self.config.pass_rate_updates != "online":
+            return
+        for pick, k in zip(picks, passes, strict=True):
+            self.tracker.observe(pick.domain, pick.index, int(k), samples)
+
+    def state_dict(self) -> dict | None:
+        """What the next draws depend on beyond (seed, step): None without learnability sampling."""
+        if self.tracker is None:
+            return None
+        return {"estimates": self.tracker.state_dict(), "used": {d: sorted(u) for d, u in self._used.items()}}
+
+    def load_state_dict(self, state: dict | None) -> None:
+        if self.tracker is None or state is None:
+            return
+        self.tracker.load_state_dict(state["estimates"])
+        self._used = {d: set(state["used"].get(d, ())) for d in self.rows}
+        self.probabilities = self._probabilities()

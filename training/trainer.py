@@ -315,10 +315,13 @@ class GRPOTrainer:
     def train(self) -> TrainResult:
         """Load the rows (they name the run), set up, run the steps, finish the MLflow run."""
         from domains import get_registry
-        from training.engine import check_device
+        from training.engine import check_device, precision_for_device
 
         started = time.perf_counter()
         self.plan = check_device(self.config)  # a device or precision this machine lacks fails before any work
+        self.config, note = precision_for_device(self.config, self.plan)  # bf16 on a CPU that emulates it: fp32
+        if note:
+            self.log(note)
         registry = self.registry or get_registry()
         data = self._load_rows(registry)
         state = self.load_state()
@@ -376,11 +379,13 @@ class GRPOTrainer:
                                "start the run again")
         if self.rank == 0:
             self._log_rows(data)
-        weights = self.pass_rates.weights(data.rows) if self.pass_rates is not None else None
+        tracker = self.pass_rates.tracker(data.rows, cfg.mixture) if self.pass_rates is not None else None
         if self.pass_rates is not None and self.rank == 0:
-            self.log(f"learnability sampling on pass rates of {self.pass_rates.checkpoint} "
-                     f"(K={self.pass_rates.samples}): {self.pass_rates.describe(data.rows)}")
-        mixture = DomainMixture(data.rows, cfg.mixture, cfg.seed, item_weights=weights)
+            self.log(f"learnability sampling ({cfg.mixture.pass_rate_updates} pass rates), starting from those "
+                     f"of {self.pass_rates.checkpoint} (K={self.pass_rates.samples}): "
+                     f"{self.pass_rates.describe(data.rows)}")
+        mixture = DomainMixture(data.rows, cfg.mixture, cfg.seed, pass_rates=tracker)
+        mixture.load_state_dict(state.get("sampler"))  # a resumed run draws on from the saved estimates
         if self.rank == 0:
             self.log("domain mixture: " + ", ".join(f"{d} {p:.2f}" for d, p in mixture.probabilities.items()))
         composer = RewardComposer(cfg, {d: registry.get(d) for d in cfg.domains})
@@ -500,6 +505,7 @@ class GRPOTrainer:
                 self._record_step(step, self._step(step, session), session, bar)
                 out_of_time = self._out_of_time(session.started)
                 if step + 1 == cfg.max_steps or out_of_time or (cfg.save_steps and (step + 1) % cfg.save_steps == 0):
+                    session.state["sampler"] = session.mixture.state_dict()  # saved with the checkpoint
                     self._save(step + 1, session.engine, session.state)
                 if out_of_time:
                     if self.rank == 0:
@@ -515,7 +521,11 @@ class GRPOTrainer:
         session.state["history"].extend(rows)
         session.state["step"] = step + 1
         if session.tracker is not None:
-            session.tracker.log_metrics(step + 1, self._mlflow_metrics(rows))
+            metrics = self._mlflow_metrics(rows)
+            if session.mixture.tracker is not None:  # where the pass-rate estimates stand (learnability)
+                for domain, summary in session.mixture.tracker.summary().items():
+                    metrics.update({f"{name}/{domain}": value for name, value in summary.items()})
+            session.tracker.log_metrics(step + 1, metrics)
         if bar is not None:
             overall = next(r for r in rows if r["domain"] == ALL)
             bar.set_postfix(reward=f"{overall['reward_mean']:.3f}", tok_s=f"{overall['tokens_per_s']:.1f}")
@@ -607,9 +617,25 @@ class GRPOTrainer:
                                              [r.row for r in rollouts], [len(r.completion_ids) for r in rollouts])
         for r, reward in zip(rollouts, scored):
             r.reward, r.score = reward.reward, reward.components["score"]
+        self._observe(step, picks, rollouts, session.mixture)
         zero_var, loss_total = self._learn(rollouts, session.engine, session.ref_model, session.autocast)
         seconds = time.perf_counter() - step_start
         return self._history_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total)
+
+    def _observe(self, step: int, picks, rollouts: list[Rollout], mixture) -> None:
+        """Every group's passes, from every rank, into the mixture's pass-rate estimates: each group is
+        ``num_generations`` fresh samples of the current policy on its item (online learnability)."""
+        from evaluation.sweep import PASS_SCORE
+
+        if mixture.tracker is None:
+            return
+        cfg = self.config
+        passes = [0.0] * len(picks)
+        first = self.rank * cfg.prompts_per_step
+        for r in rollouts:
+            passes[first + r.group] += 1.0 if r.score >= PASS_SCORE else 0.0
+        passes = self._all_sum(passes)  # each rank filled its own groups: every rank sees all of them
+        mixture.observe(picks, [round(p) for p in passes], cfg.num_generations)
 
     def _learn(self, rollouts: list[Rollout], engine, ref_model, autocast) -> tuple[list[bool], float | None]:
         """Advantages, the rows that enter the update and its normalisers, then the update.

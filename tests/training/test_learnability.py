@@ -18,16 +18,80 @@ def _rows(domain: str, n: int) -> list[dict]:
     return [{"id": f"{domain}{i}", "prompt": "p", "answer": "a"} for i in range(n)]
 
 
-def test_rows_are_drawn_in_proportion_to_p_times_one_minus_p_and_never_without_signal():
+def _tracker(rates: dict[str, list[float]], samples: int = 8, decay: float = 0.5, floor: float = 0.01):
+    from training.learnability import PassRateTracker
+
+    return PassRateTracker(rates, samples, decay=decay, floor=floor)
+
+
+def _static(**fields) -> MixtureConfig:
+    return MixtureConfig(items="learnability", pass_rate_updates="static", **fields)
+
+
+def test_rows_are_drawn_in_proportion_to_p_times_one_minus_p_and_rarely_without_signal():
     rows = {"a": _rows("a", 4)}
-    weights = {"a": [0.0, 0.25, 0.09, 0.0]}  # p = 0 or 1 -> 0; p = 0.5 -> 0.25; p = 0.1 -> 0.09
-    mixture = DomainMixture(rows, MixtureConfig(items="learnability"), seed=1, item_weights=weights)
-    counts = Counter(p.row["id"] for s in range(3000) for p in mixture.draw(s, 2))
-    assert counts["a0"] == 0 and counts["a3"] == 0
-    share = counts["a1"] / (counts["a1"] + counts["a2"])
-    assert abs(share - 0.25 / 0.34) < 0.03, share
-    again = DomainMixture(rows, MixtureConfig(items="learnability"), seed=1, item_weights=weights)
-    assert [p.row["id"] for p in again.draw(777, 2)] == [p.row["id"] for p in mixture.draw(777, 2)]  # resume
+    rates = {"a": [0.0, 0.5, 0.1, 1.0]}  # p(1-p): 0 -> the floor 0.01; 0.25; 0.09; 0 -> 0.01
+    mixture = DomainMixture(rows, _static(), seed=1, pass_rates=_tracker(rates))
+    counts = Counter(p.row["id"] for s in range(3000) for p in mixture.draw(s, 1))
+    # an epoch ends once both learnable rows were drawn: the dead ones get in only before that
+    assert counts["a1"] == counts["a2"] or abs(counts["a1"] - counts["a2"]) <= 1
+    dead = counts["a0"] + counts["a3"]
+    assert 0 < dead < 0.12 * sum(counts.values()), counts
+
+
+def test_within_an_epoch_no_row_is_drawn_twice():
+    rows = {"a": _rows("a", 6)}
+    mixture = DomainMixture(rows, _static(), seed=3, pass_rates=_tracker({"a": [0.5, 0.5, 0.5, 0.5, 0.25, 0.75]}))
+    first = [p.row["id"] for s in range(3) for p in mixture.draw(s, 2)]
+    assert sorted(first) == [f"a{i}" for i in range(6)]  # six learnable rows: six draws, each once
+    assert mixture.draw(3, 1)[0].row["id"] in first  # then a new epoch
+
+
+def test_online_estimates_follow_the_policy_mastered_rows_fade_and_learned_ones_come_back():
+    from training.mixture import Pick
+
+    rows = {"a": _rows("a", 3)}
+    tracker = _tracker({"a": [0.5, 0.0, 0.5]})
+    mixture = DomainMixture(rows, MixtureConfig(items="learnability"), seed=0, pass_rates=tracker)
+    mastered, hopeless = Pick("a", rows["a"][0], 0), Pick("a", rows["a"][1], 1)
+    for _ in range(5):  # the policy now passes row 0 every time...
+        mixture.observe([mastered], [8], 8)
+    assert tracker.rate("a", 0) > 0.99 and not tracker.learnable("a", 0)
+    assert tracker.weight("a", 0) < 0.05
+    mixture.observe([hopeless], [4], 8)  # ...and half-solves the row it never passed before
+    assert tracker.rate("a", 1) == 4 / 12 and tracker.learnable("a", 1)
+    counts = Counter(p.row["id"] for s in range(600) for p in mixture.draw(s, 1))
+    assert counts["a1"] > 5 * counts["a0"] and counts["a2"] > 5 * counts["a0"], counts
+    with pytest.raises(ValueError, match="cannot have 9 passes"):
+        mixture.observe([mastered], [9], 8)
+
+
+def test_static_estimates_ignore_the_rollouts():
+    rows = {"a": _rows("a", 2)}
+    tracker = _tracker({"a": [0.5, 0.5]})
+    mixture = DomainMixture(rows, _static(), seed=0, pass_rates=tracker)
+    mixture.observe(mixture.draw(0, 2), [8, 0], 8)
+    assert tracker.rate("a", 0) == tracker.rate("a", 1) == 0.5
+
+
+def test_a_restored_sampler_draws_what_the_original_would_have():
+    rows = {"a": _rows("a", 20), "b": _rows("b", 20)}
+    rates = {d: [(i % 9) / 8 for i in range(20)] for d in rows}
+    config = MixtureConfig(items="learnability", strategy="learnability")
+    original = DomainMixture(rows, config, seed=7, pass_rates=_tracker(rates))
+    for step in range(15):
+        picks = original.draw(step, 2)
+        original.observe(picks, [(step + i) % 9 for i in range(2)], 8)
+    saved = json.loads(json.dumps(original.state_dict()))  # as the trainer's state.json holds it
+    resumed = DomainMixture(rows, config, seed=7, pass_rates=_tracker(rates))
+    resumed.load_state_dict(saved)
+    ahead = [[p.row["id"] for p in original.draw(s, 2)] for s in range(15, 40)]
+    assert [[p.row["id"] for p in resumed.draw(s, 2)] for s in range(15, 40)] == ahead
+    fresh = DomainMixture(rows, config, seed=7, pass_rates=_tracker(rates))  # without the state: other draws
+    assert [[p.row["id"] for p in fresh.draw(s, 2)] for s in range(15, 40)] != ahead
+    with pytest.raises(ValueError, match="other train rows"):
+        DomainMixture({"a": rows["a"], "b": rows["b"][:5]}, config, seed=7,
+                      pass_rates=_tracker({"a": rates["a"], "b": rates["b"][:5]})).load_state_dict(saved)
 
 
 def test_learnability_strategy_weighs_domains_by_summed_variance_with_a_temperature():
@@ -41,12 +105,13 @@ def test_learnability_strategy_weighs_domains_by_summed_variance_with_a_temperat
         mixture_probabilities(sizes, MixtureConfig(strategy="learnability"))
 
 
-def test_learnability_without_weights_or_signal_is_refused():
+def test_learnability_without_rates_or_signal_is_refused():
     rows = {"a": _rows("a", 2), "b": _rows("b", 2)}
-    with pytest.raises(ValueError, match="one weight per train row"):
-        DomainMixture(rows, MixtureConfig(items="learnability"), seed=0, item_weights={"a": [0.1, 0.2]})
+    with pytest.raises(ValueError, match="a pass rate for every train row"):
+        DomainMixture(rows, MixtureConfig(items="learnability"), seed=0, pass_rates=_tracker({"a": [0.1, 0.2]}))
     with pytest.raises(ValueError, match="no row of b can teach"):
-        DomainMixture(rows, MixtureConfig(items="learnability"), seed=0, item_weights={"a": [0.1, 0.2], "b": [0, 0]})
+        DomainMixture(rows, MixtureConfig(items="learnability"), seed=0,
+                      pass_rates=_tracker({"a": [0.1, 0.2], "b": [0.0, 1.0]}))
 
 
 def test_new_mixture_fields_leave_existing_run_names_alone():
@@ -54,6 +119,8 @@ def test_new_mixture_fields_leave_existing_run_names_alone():
     assert tiny.fingerprint() == load_recipe("tiny", mixture={"strategy": "temperature"}).fingerprint()
     assert load_recipe("tiny", mixture={"items": "learnability"}).fingerprint() != tiny.fingerprint()
     assert load_recipe("tiny", mixture={"items": "learnability", "pass_rate_samples": 4}).fingerprint() != \
+        load_recipe("tiny", mixture={"items": "learnability"}).fingerprint()
+    assert load_recipe("tiny", mixture={"items": "learnability", "pass_rate_updates": "static"}).fingerprint() != \
         load_recipe("tiny", mixture={"items": "learnability"}).fingerprint()
 
 
@@ -106,7 +173,8 @@ def test_measured_pass_rates_steer_training_to_items_with_signal(tiny_home, coin
     lake = open_lake(write=True)
     common = dict(domains=["coin"], max_steps=4, train_samples_per_domain=30, num_generations=8,
                   prompts_per_step=3, max_completion_length=8)
-    learn = load_recipe("tiny", **common, mixture={"items": "learnability"}, run_name="learn")
+    # explore_weight 0: the rows always or never passed are never drawn (the steering, measured exactly)
+    learn = load_recipe("tiny", **common, mixture={"items": "learnability", "explore_weight": 0}, run_name="learn")
     with pytest.raises(LearnabilityError, match="30 of 30 train items of 'coin' have no pass rate"):
         train(learn, lake, allow_generate=True, registry=coin_registry, progress=False, log=lambda m: None)
 
@@ -135,6 +203,11 @@ def test_measured_pass_rates_steer_training_to_items_with_signal(tiny_home, coin
     # learnability draws only coin items, whose groups almost always have both outcomes
     assert zero_variance(uniform) > 0.4
     assert zero_variance(steered) < 0.15
+    # the estimates it drew by moved with the rollouts and were saved with the checkpoint (resume)
+    state = json.loads((lake.home / "runs" / steered.run_name / "state.json").read_text())
+    passes = state["sampler"]["estimates"]["passes"]["coin"]
+    assert any(abs(x - round(x)) > 1e-9 for x in passes)  # decayed: some group updated it
+    assert len(passes) == 30 and sum(len(u) for u in state["sampler"]["used"].values()) > 0
 
 
 COIN_PLUGIN = '''
@@ -171,7 +244,7 @@ def test_assay_train_measures_missing_pass_rates_then_samples_by_learnability(ti
     payload = json.loads(first.stdout)
     notes = "\n".join(payload["notes"])
     assert "pass rates of base-tiny on coin (K=4" in notes and "12 measured, 0 cached" in notes
-    assert "learnability sampling on pass rates of base-tiny (K=4)" in notes
+    assert "learnability sampling (online pass rates), starting from those of base-tiny (K=4)" in notes
     assert payload["steps"] == 2
     again = run_cli("train", "--recipe", str(recipe), "--json", env=env, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
