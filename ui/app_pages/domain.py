@@ -7,8 +7,9 @@ import json
 import polars as pl
 import streamlit as st
 
-from ui import charts, components, data, queries
+from ui import charts, components, data, queries, transcripts
 
+MAX_TRANSCRIPTS = 20  # expanders drawn below the lost/gained table (each holds two episodes)
 
 
 def gate_estimate_caption(difficulty: pl.DataFrame) -> str:
@@ -107,6 +108,13 @@ else:
     st.caption(f"{items.filter(pl.col('change') == 'lost').height} lost, "
                f"{items.filter(pl.col('change') == 'gained').height} gained of {items.height} items "
                f"(solved = mean score ≥ 50% over the k samples); completions side by side.")
+    episodes = picked.height and transcripts.is_transcript_column(
+        picked["baseline_completion"].to_list() + picked["candidate_completion"].to_list())
+    if episodes:  # a terminal domain: each completion is an episode's transcript (JSON in the lake)
+        shown = picked.head(MAX_TRANSCRIPTS)
+        picked = picked.with_columns(
+            pl.col("baseline_completion").map_elements(transcripts.summary, return_dtype=pl.Utf8),
+            pl.col("candidate_completion").map_elements(transcripts.summary, return_dtype=pl.Utf8))
     if picked.height:
         st.dataframe(
             picked.select("item_id", "change", "prompt", "answer", "baseline_completion", "candidate_completion",
@@ -121,6 +129,14 @@ else:
             })
     else:
         st.caption(f"No {show} items.")
+    if episodes:
+        st.caption(f"Transcripts of the first {shown.height} item(s): every command, its exit code and output, "
+                   "then the hidden tests' verdict.")
+        for row in shown.iter_rows(named=True):
+            with st.expander(f"{row['item_id']} ({row['change']})"):
+                left, right = st.columns(2)
+                left.markdown(f"**champion** ({verdict['baseline']})\n\n" + transcripts.markdown(row["baseline_completion"]))
+                right.markdown(f"**candidate** ({verdict['candidate']})\n\n" + transcripts.markdown(row["candidate_completion"]))
 
 # -- is my data healthy ---------------------------------------------------------------------------
 st.header("Data quality")
