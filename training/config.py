@@ -191,7 +191,13 @@ class GRPOConfig(_Strict):
     prompts_per_step: int = Field(2, ge=1, description="prompts per step per process (each gets num_generations)")
     num_generations: int = Field(8, ge=2, description="completions per prompt (the GRPO group size)")
     max_prompt_length: int = Field(512, ge=1, description="prompts longer than this (tokens) are left-truncated")
-    max_completion_length: int = Field(32, ge=1, description="new tokens per completion")
+    max_completion_length: int = Field(32, ge=1, description="new tokens per completion (per turn in an episode)")
+    max_episode_turns: int = Field(
+        8, ge=1, description="terminal-agent domains: turns per training episode at most (the task's own "
+                             "max_turns when smaller)")
+    max_episode_tokens: int = Field(
+        2048, ge=64, description="terminal-agent domains: an episode's token stream (prompt, the policy's turns, "
+                                 "tool outputs) ends the episode when the next turn would pass it")
     temperature: float = Field(1.0, gt=0, description="rollout sampling temperature")
     top_p: float = Field(1.0, gt=0, le=1, description="rollout nucleus sampling")
     top_k: int = Field(0, ge=0, description="rollout top-k (0 = off)")
@@ -289,6 +295,9 @@ class GRPOConfig(_Strict):
                     "explore_weight"):  # added later: only where not the default, as rollout
             if data["mixture"][key] == MixtureConfig.model_fields[key].default:
                 data["mixture"].pop(key)
+        for key in ("max_episode_turns", "max_episode_tokens"):  # added later, as above
+            if data[key] == type(self).model_fields[key].default:
+                data.pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
 
     def resolved_run_name(self) -> str:

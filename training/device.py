@@ -7,7 +7,7 @@ CPU-only machine; :func:`probe_facts` reads the facts from torch, at the edge.
 
 - CPU: DeepSpeed's CPU accelerator and the gloo backend. bf16 is fast only where the CPU computes
   it (oneDNN's bf16 path: AVX-512 or AMX); on an AVX2-only CPU torch emulates it and a bf16 matmul
-  was measured 80x slower than fp32 (AMD EPYC, AVX2, 2026-12-01). There every bf16 setting runs
+  was measured 51-80x slower than fp32 (AMD EPYC, AVX2, 2026-12-01). There every bf16 setting runs
   as fp32 (:func:`cpu_precision`, :func:`engine_dtype`), said once in the log; setting
   ``ASSAY_EMULATED_BF16=1`` keeps bf16 anyway (to reproduce a bf16 run bit for bit, slowly).
 - CUDA: DeepSpeed's CUDA accelerator and NCCL, one GPU per rank. bf16 (DeepSpeed bf16 weights, bf16
@@ -125,7 +125,7 @@ def cpu_computes_bf16() -> bool:
         return any(flag in flags for flag in ("avx512_bf16", "amx_bf16", "avx512bw"))
 
 
-EMULATED_BF16_NOTE = ("this CPU has no native bfloat16 (torch would emulate it, ~80x slower than fp32 here): "
+EMULATED_BF16_NOTE = ("this CPU has no native bfloat16 (torch would emulate it, tens of times slower than fp32): "
                       "running {what} in float32; set ASSAY_EMULATED_BF16=1 to keep bfloat16 anyway")
 
 

@@ -81,6 +81,11 @@ class RewardComposer:
         return [self._compose(self.specs[d], c, s, n)
                 for d, c, s, n in zip(domains, completions, scores, completion_tokens)]
 
+    def compose_judged(self, domain: str, completion: str, score: float, completion_tokens: int) -> SampleReward:
+        """The reward of a sample whose score was decided elsewhere (a terminal episode: the hidden
+        tests' verdict, judged on the host), with the domain's components as for any sample."""
+        return self._compose(self.specs[domain], completion, score, completion_tokens)
+
     @staticmethod
     def _compose(spec: DomainRewardSpec, completion: str, score: float, completion_tokens: int) -> SampleReward:
         components = {"score": score}

@@ -57,6 +57,7 @@ run returns its result.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -130,6 +131,11 @@ def _std(values: list[float]) -> float | None:
     return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
 
 
+def _policy_tokens(rollout: Rollout) -> float:
+    """Tokens of a rollout that enter the loss: all of a completion, the policy's own of an episode."""
+    return float(len(rollout.completion_ids) if rollout.policy_mask is None else sum(rollout.policy_mask))
+
+
 def _split(items: list, parts: int) -> list[list]:
     size, extra = divmod(len(items), parts)
     out, start = [], 0
@@ -149,6 +155,10 @@ class Rollout:
     text: str
     finish_reason: str
     rollout_logprobs: list[float] | None = None  # the sampler's log-prob of each completion token
+    # multi-turn episodes (training.trajectories): 1.0 on the policy's own tokens, 0.0 on tool and
+    # template tokens (they stay in the forward, out of the loss); None: every token is the policy's
+    policy_mask: list[float] | None = None
+    judged_score: float | None = None  # an episode's verdict (hidden tests, on the host): not re-scored
     reward: float = 0.0
     score: float = 0.0
     advantage: float = 0.0
@@ -209,7 +219,8 @@ def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool, devi
         ids.append([pad_id] * p_pad + list(r.prompt_ids) + list(r.completion_ids) + [pad_id] * c_pad)
         attn.append([0] * p_pad + [1] * (len(r.prompt_ids) + len(r.completion_ids)) + [0] * c_pad)
         counted = 0.0 if mask_truncated and r.finish_reason == "length" else 1.0
-        loss_mask.append([counted] * len(r.completion_ids) + [0.0] * c_pad)
+        own = r.policy_mask if r.policy_mask is not None else [1.0] * len(r.completion_ids)
+        loss_mask.append([counted * m for m in own] + [0.0] * c_pad)
     ids = torch.tensor(ids, dtype=torch.long, device=device)
     attn = torch.tensor(attn, dtype=torch.long, device=device)
     loss_mask = torch.tensor(loss_mask, dtype=torch.float32, device=device)
@@ -272,6 +283,7 @@ class GRPOTrainer:
         self._corrections: list = []
         self._rollout_name = "torch"
         self.pass_rates = None  # training.learnability.ItemPassRates, with learnability sampling
+        self._domains: dict = {}  # name -> domains.Domain of the run (set up by _setup)
 
     def _bind_run(self, data_fingerprint: str) -> None:
         self.data_fingerprint = data_fingerprint
@@ -388,7 +400,13 @@ class GRPOTrainer:
         mixture.load_state_dict(state.get("sampler"))  # a resumed run draws on from the saved estimates
         if self.rank == 0:
             self.log("domain mixture: " + ", ".join(f"{d} {p:.2f}" for d, p in mixture.probabilities.items()))
-        composer = RewardComposer(cfg, {d: registry.get(d) for d in cfg.domains})
+        self._domains = {d: registry.get(d) for d in cfg.domains}
+        episodes = sorted(d for d, domain in self._domains.items() if getattr(domain, "episode_task", None))
+        if episodes and len(episodes) < len(self._domains):  # a step's groups are all episodes or none
+            raise ValueError(f"terminal-agent domains ({', '.join(episodes)}) and single-turn domains "
+                             f"({', '.join(sorted(set(self._domains) - set(episodes)))}) cannot train in one run: "
+                             "train them in separate runs")
+        composer = RewardComposer(cfg, self._domains)
         start_step = int(state["step"])
         engine, rollout_model, ref_model = self._models(start_step)
         self._rollout_name = rollout_model.name  # what rollout.backend resolved to (auto: here)
@@ -583,6 +601,8 @@ class GRPOTrainer:
 
         cfg = self.config
         tok = self.tokenizer
+        if any(self._episode_task(pick) is not None for pick in picks):
+            return self._episode_rollouts(step, picks, rollout_engine)
         # formatted and tokenized as the engines do for sweeps; long prompts keep their end
         prompt_ids = [chat_prompt_ids(tok, pick.row["prompt"])[-cfg.max_prompt_length:] for pick in picks]
         params = SamplingParams(max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
@@ -603,6 +623,38 @@ class GRPOTrainer:
                                         row.text, row.finish_reason, rollout_logprobs=row.logprobs, group=group))
         return rollouts, seconds
 
+    def _episode_task(self, pick):
+        """The terminal task behind a pick (domains with ``episode_task``), else None."""
+        domain = self._domains.get(pick.domain)
+        episode_task = getattr(domain, "episode_task", None)
+        return episode_task(pick.row) if episode_task is not None else None
+
+    def _episode_rollouts(self, step: int, picks, rollout_engine) -> tuple[list[Rollout], float]:
+        """Multi-turn GRPO: ``num_generations`` terminal episodes per pick, in token space
+        (:mod:`training.trajectories`), the policy's turns capped at ``max_episode_turns``."""
+        from training.generation import SamplingParams, derive_seed
+        from training.trajectories import run_trajectories
+
+        cfg = self.config
+        tasks = [self._episode_task(pick) for pick in picks]  # all episodes: _setup refuses a mix
+        capped = [t if t.spec.max_turns <= cfg.max_episode_turns else
+                  dataclasses.replace(t, spec=t.spec.model_copy(update={"max_turns": cfg.max_episode_turns}))
+                  for t in tasks]
+        first = self.rank * cfg.prompts_per_step
+        plan = [(p, j) for p in range(len(picks)) for j in range(cfg.num_generations)]
+        params = SamplingParams(max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
+                                top_p=cfg.top_p, top_k=cfg.top_k, stop=tuple(cfg.stop))
+        with_logprobs = cfg.rollout.correction(rollout_engine.name) != "none"
+        begin = time.perf_counter()
+        trajectories = run_trajectories(rollout_engine, self.tokenizer, [capped[p] for p, _ in plan], params,
+                                        [derive_seed("assay.grpo", cfg.seed, step, first + p, j) for p, j in plan],
+                                        with_logprobs=with_logprobs, max_tokens=cfg.max_episode_tokens)
+        seconds = time.perf_counter() - begin
+        return [Rollout(picks[p].domain, picks[p].row, t.prompt_ids, t.completion_ids, t.text, t.finish_reason,
+                        rollout_logprobs=t.rollout_logprobs, policy_mask=t.policy_mask,
+                        judged_score=t.episode.reward, group=p)
+                for (p, _), t in zip(plan, trajectories)], seconds
+
     def _step(self, step: int, session: TrainingSession) -> list[dict]:
         """One step on this process's share of the step's prompts; returns its history rows."""
         cfg = self.config
@@ -613,10 +665,15 @@ class GRPOTrainer:
         self._timings = {"sync_s": session.rollout_model.sync(session.engine), "ref_s": 0.0, "update_s": 0.0}
         self._corrections = []
         rollouts, gen_seconds = self._rollouts(step, mine, session.rollout_model)
-        scored = session.composer.score_many([r.domain for r in rollouts], [r.text for r in rollouts],
-                                             [r.row for r in rollouts], [len(r.completion_ids) for r in rollouts])
-        for r, reward in zip(rollouts, scored):
+        texts = [r for r in rollouts if r.judged_score is None]
+        scored = session.composer.score_many([r.domain for r in texts], [r.text for r in texts],
+                                             [r.row for r in texts], [len(r.completion_ids) for r in texts])
+        for r, reward in zip(texts, scored):
             r.reward, r.score = reward.reward, reward.components["score"]
+        for r in rollouts:
+            if r.judged_score is not None:  # an episode: the hidden tests decided, once, on the host
+                reward = session.composer.compose_judged(r.domain, r.text, r.judged_score, int(_policy_tokens(r)))
+                r.reward, r.score = reward.reward, reward.components["score"]
         self._observe(step, picks, rollouts, session.mixture)
         zero_var, loss_total = self._learn(rollouts, session.engine, session.ref_model, session.autocast)
         seconds = time.perf_counter() - step_start
@@ -661,7 +718,7 @@ class GRPOTrainer:
         # the normalisers count the kept rows of the whole step, on every process
         global_seqs, global_tokens = self._all_sum([
             float(len(kept)),
-            float(sum(len(r.completion_ids) if not (cfg.mask_truncated_completions and r.finish_reason == "length")
+            float(sum(_policy_tokens(r) if not (cfg.mask_truncated_completions and r.finish_reason == "length")
                       else 0 for r in kept)),
         ])
         if global_seqs == 0:
