@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -87,15 +86,18 @@ def test_old_yaml_is_upgraded_a_changed_setting_rewrites_and_a_users_file_is_lef
 
 
 PROBE = """
-import json, sys, time
+import glob, json, os, sys, time
 import dagster as dg
 from pipelines.instance import POOL_TRAINER
 
 @dg.asset(pool=POOL_TRAINER)
 def probe():
     start = time.time()
-    open(sys.argv[2] + ".started", "a").close()
-    time.sleep(2)
+    open(f"{sys.argv[2]}.started.{os.getpid()}", "a").close()
+    # hold the slot until the other probe runs too (it can only while a slot is free), at most 15 s:
+    # waits on the other, not a fixed sleep, so a slow start on a loaded machine cannot hide an overlap
+    while len(glob.glob(sys.argv[2] + ".started.*")) < 2 and time.time() - start < 15:
+        time.sleep(0.05)
     with open(sys.argv[2], "a") as f:
         f.write(json.dumps([start, time.time()]) + "\\n")
 
@@ -121,9 +123,8 @@ def test_two_processes_share_the_trainer_pool(dagster_dir, monkeypatch, tmp_path
     # The second process starts once the first holds its slot: two claims of the last slot in the
     # same instant can both succeed on Dagster's SQLite storage (no row locks; README, Concurrency).
     procs = [start()]
-    started = Path(str(spans) + ".started")
     deadline = time.monotonic() + 120
-    while not started.exists() and procs[0].poll() is None and time.monotonic() < deadline:
+    while not list(tmp_path.glob("spans.jsonl.started.*")) and procs[0].poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     procs.append(start())
     for proc in procs:
