@@ -104,6 +104,47 @@ def chat_messages(instruction: str, turns: Sequence[Turn]) -> list[dict]:
     return messages
 
 
+def next_turn(turns: Sequence[Turn], generated: str, generation_s: float) -> Turn:
+    """The turn a policy's output makes: an open fence the stop string cut is closed, the action parsed."""
+    text = generated + ("\n```" if generated.count("```") % 2 == 1 else "")
+    action = parse_action(text)
+    return Turn(turn=len(turns) + 1, assistant=text, action=action.kind, command=action.command or None,
+                generation_s=generation_s)
+
+
+def record_command(turn: Turn, result) -> None:
+    """What the terminal returned for the turn's command (:class:`sandbox.terminal.CommandResult`)."""
+    turn.output, turn.exit_code, turn.seconds = result.output, result.exit_code, result.seconds
+    turn.truncated, turn.timed_out = bool(result.truncated), bool(result.timed_out)
+
+
+def episode_end(turns: Sequence[Turn], spec, started: float) -> str:
+    """Why an episode that did not say DONE ends now ("max_turns", "timeout"), or "" to go on."""
+    if len(turns) >= spec.max_turns:
+        return "max_turns"
+    if time.perf_counter() - started > spec.timeout_s:
+        return "timeout"
+    return ""
+
+
+def play_turn(pool, episodes: Sequence, texts: Sequence[str], generation_s: float) -> None:
+    """Each episode's next turn from the text its policy generated: the command run in its terminal
+    (all of them concurrently in ``pool``), DONE recorded, then whether the episode ends. An episode
+    has ``turns``, ``terminal``, ``task``, ``started`` and ``end``."""
+    pending = []
+    for episode, text in zip(episodes, texts, strict=True):
+        turn = next_turn(episode.turns, text, generation_s)
+        episode.turns.append(turn)
+        if turn.action == "command":
+            pending.append((turn, pool.submit(episode.terminal.run, turn.command)))
+        elif turn.action == "done":
+            episode.end = "done"
+    for turn, future in pending:
+        record_command(turn, future.result())
+    for episode in episodes:
+        episode.end = episode.end or episode_end(episode.turns, episode.task.spec, episode.started)
+
+
 class _Live:
     """One running episode."""
 
@@ -116,9 +157,6 @@ class _Live:
         self.terminal.__enter__()
         self.end = ""
         self.tokens = 0
-
-    def expired(self) -> bool:
-        return time.perf_counter() - self.started > self.task.spec.timeout_s
 
 
 def run_episodes(engine, tasks: Sequence, params: SamplingParams, *, seed: int = 0, max_workers: int = 4,
@@ -153,29 +191,9 @@ def run_episodes(engine, tasks: Sequence, params: SamplingParams, *, seed: int =
                 started = time.perf_counter()
                 outputs = engine.generate(prompts, turn_params, seeds)
                 share = (time.perf_counter() - started) / len(active)
-                pending = []
                 for episode, out in zip(active, outputs):
-                    text = out[0].text
                     episode.tokens += int(out[0].completion_tokens)
-                    if text.count("```") % 2 == 1:  # the stop string ended an open block: close it
-                        text += "\n```"
-                    action = parse_action(text)
-                    turn = Turn(turn=len(episode.turns) + 1, assistant=text, action=action.kind,
-                                command=action.command or None, generation_s=share)
-                    episode.turns.append(turn)
-                    if action.kind == "command":
-                        pending.append((episode, turn, pool.submit(episode.terminal.run, action.command)))
-                    elif action.kind == "done":
-                        episode.end = "done"
-                for episode, turn, future in pending:
-                    result = future.result()
-                    turn.output, turn.exit_code, turn.seconds = result.output, result.exit_code, result.seconds
-                    turn.truncated, turn.timed_out = bool(result.truncated), bool(result.timed_out)
-                for episode in active:
-                    if not episode.end and len(episode.turns) >= episode.task.spec.max_turns:
-                        episode.end = "max_turns"
-                    if not episode.end and episode.expired():
-                        episode.end = "timeout"
+                play_turn(pool, active, [out[0].text for out in outputs], share)
                 finished = [e for e in active if e.end]
                 verdicts = [pool.submit(judge, e.task, e.terminal.workdir) for e in finished]
                 for episode, future in zip(finished, verdicts):

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from training.agent_loop import (REMINDER, TOOL_FORMAT, EpisodeResult, Turn, observation, parse_action)
+from training.agent_loop import REMINDER, TOOL_FORMAT, EpisodeResult, Turn, observation, play_turn
 from training.generation import SamplingParams
 
 
@@ -148,7 +148,6 @@ def run_trajectories(engine, tokenizer, tasks: Sequence, params: SamplingParams,
                                           [[derive_seed(seeds[e.index], len(e.turns))] for e in active],
                                           with_logprobs)
                 share = (time.perf_counter() - started) / len(active)
-                pending = []
                 for episode, rows in zip(active, decoded):
                     row = rows[0]
                     ids = list(row.completion_ids)
@@ -157,25 +156,9 @@ def run_trajectories(engine, tokenizer, tasks: Sequence, params: SamplingParams,
                     episode.policy_mask += [1.0] * len(ids)
                     episode.logprobs += list(row.logprobs) if row.logprobs is not None else [0.0] * len(ids)
                     episode.tokens += len(ids)
-                    text = row.text + ("\n```" if row.text.count("```") % 2 == 1 else "")
-                    action = parse_action(text)
-                    turn = Turn(turn=len(episode.turns) + 1, assistant=text, action=action.kind,
-                                command=action.command or None, generation_s=share)
-                    episode.turns.append(turn)
-                    if action.kind == "command":
-                        pending.append((episode, turn, pool.submit(episode.terminal.run, action.command)))
-                    elif action.kind == "done":
-                        episode.end = "done"
-                for episode, turn, future in pending:
-                    result = future.result()
-                    turn.output, turn.exit_code, turn.seconds = result.output, result.exit_code, result.seconds
-                    turn.truncated, turn.timed_out = bool(result.truncated), bool(result.timed_out)
+                play_turn(pool, active, [rows[0].text for rows in decoded], share)
                 for episode in active:
-                    if not episode.end and len(episode.turns) >= episode.task.spec.max_turns:
-                        episode.end = "max_turns"
-                    if not episode.end and time.perf_counter() - episode.started > episode.task.spec.timeout_s:
-                        episode.end = "timeout"
-                    if not episode.end:
+                    if not episode.end:  # the template's turn end, the observation, the next prompt
                         turn = episode.turns[-1]
                         suffix = turn_suffix_ids(tokenizer, _messages(episode.task.spec.instruction, episode.turns[:-1]),
                                                  turn.assistant, _follow_up(turn), episode.last_turn_ids)
