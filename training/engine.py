@@ -80,7 +80,12 @@ def setup_distributed(device: str = "auto") -> tuple[int, int]:
     planned device (gloo on CPU, NCCL on this rank's GPU); returns (rank, world)."""
     import torch
 
-    alone = "RANK" not in os.environ or "WORLD_SIZE" not in os.environ
+    # one process: no other rank has to agree on the port, so it picks a free one itself, even when
+    # RANK/WORLD_SIZE=1/MASTER_PORT came with the environment (a parent that trained in-process
+    # passes them on, and its group still holds that port)
+    # (under torchrun the store is its agent's, at its port: left alone whatever the world size)
+    alone = "TORCHELASTIC_RUN_ID" not in os.environ and ("RANK" not in os.environ
+                                                         or os.environ.get("WORLD_SIZE", "1") == "1")
     if alone:  # the port is chosen just before the group binds it (below): another process may take it
         os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"})
     os.environ.setdefault("LOCAL_RANK", os.environ["RANK"])
