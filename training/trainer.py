@@ -884,7 +884,7 @@ class GRPOTrainer:
             mine = rollouts if domain == ALL else [r for r in rollouts if r.domain == domain]
             groups = {r.group for r in mine}
             used = [r for r in mine if r.loss is not None]
-            tokens = sum(len(r.completion_ids) for r in mine)
+            tokens = sum(_policy_tokens(r) for r in mine)  # generated: an episode's tool output is not
             rows.append({
                 "run_id": run_id, "step": step, "domain": domain,
                 "reward_mean": _mean([r.reward for r in mine]),
