@@ -3,9 +3,9 @@ heuristic difficulty gate, the same compute budget, one command.
 
     OMP_NUM_THREADS=1 ASSAY_HOME=<home> python -m bench.bench_joint --minutes 30
 
-Arms (one process and one core each, for the same wall-clock budget, at the same time or with
-``--sequential`` one after the other, so each gets the same compute; steps differ because skipped
-zero-variance groups cost nothing):
+Arms (one process each, for the same wall-clock budget: at the same time, one core each, or with
+``--sequential`` one after the other with the threads the bench was given, so each gets the same
+compute; steps differ because skipped zero-variance groups cost nothing):
 
 - ``policy``: every candidate train row's pass rate under the base policy, K samples drawn with the
   rollouts' own sampling (:func:`evaluation.pass_rates.measure_for_training`, cached in lake table
@@ -260,15 +260,17 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(os.environ.get("ASSAY_HOME", ".assay"))
     results = {arm: home / f"bench_joint_{arm}_{args.tag}.json" for arm in args.arms}
     todo = [arm for arm in args.arms if not results[arm].exists()]  # a finished arm of this tag is kept
-    log(f"== training {', '.join(todo) or 'nothing (all arms done)'} for {args.minutes} min each, one core each, "
-        + ("one after the other" if args.sequential else "at the same time"))
+    # at the same time: one thread each; one after the other: each arm gets the threads the bench was given
+    threads = os.environ.get("OMP_NUM_THREADS", "1") if args.sequential else "1"
+    log(f"== training {', '.join(todo) or 'nothing (all arms done)'} for {args.minutes} min each, "
+        + (f"{threads} thread(s) each, one after the other" if args.sequential else "one core each, at the same time"))
     procs = {}
     for arm in todo:
         cmd = [sys.executable, "-m", "bench.bench_joint", "--arm", arm, "--result", str(results[arm])]
         for name in ("minutes", "max_steps", "prompts_per_step", "completion_tokens", "train_rows", "backend", "tag"):
             cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
         cmd += ["--domains", ",".join(args.domains)]
-        procs[arm] = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        procs[arm] = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": threads})
         if args.sequential and procs[arm].wait() != 0:
             raise SystemExit(f"arm {arm} failed (exit {procs[arm].returncode})")
     for arm, proc in procs.items():
