@@ -66,6 +66,9 @@ class Domain:
       ``harmful``/``toxic`` prompt gates, never from ``pii``/``secret``.
     - ``eval_size``: how many eval items sweeps and contamination checks use.
     - ``max_prompt_tokens``: prompts estimated longer than this are quarantined as ``too_long``.
+    - ``context_tokens``: a long-context domain's length bucket, in the policy's tokens (e.g. 4096
+      for ``long_needle_4k``): its prompts are measured with the policy's tokenizer, not estimated,
+      and ``max_prompt_tokens`` defaults to it.
     - ``answer_pattern``: a regex every reference answer must fully match (format gate).
     - ``gate_thresholds``: per-domain overrides of the quality gates' thresholds, by name.
     - ``eval_samples_per_item``: K, the samples per eval item in sweeps.
@@ -98,6 +101,7 @@ class Domain:
     score_many: ScoreManyFn | None = None
     extra_checks: ExtraChecksFn | None = None
     episode_task: Callable[[dict], Any] | None = None
+    context_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
@@ -132,6 +136,12 @@ class Domain:
                 f"domain {self.name!r}: safety_policy {self.safety_policy!r} is not one of "
                 f"{', '.join(SAFETY_POLICIES)}"
             )
+        if self.context_tokens is not None:
+            if not isinstance(self.context_tokens, int) or self.context_tokens < 1:
+                raise DomainError(f"domain {self.name!r}: context_tokens must be a positive int (the length bucket "
+                                  f"in tokens, e.g. 4096) or None, got {self.context_tokens!r}")
+            if self.max_prompt_tokens == DEFAULT_MAX_PROMPT_TOKENS:  # the bucket is the limit unless set
+                object.__setattr__(self, "max_prompt_tokens", self.context_tokens)
         for attr in ("eval_size", "max_prompt_tokens", "eval_samples_per_item"):
             value = getattr(self, attr)
             if not isinstance(value, int) or value < 1:

@@ -32,6 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 PACK_SOURCES = ("domains/builtin/reasoning_gym_pack.py",)
 # Multi-turn terminal episodes cost minutes per checkpoint on a CPU: also out of "core" (add them by name).
 EPISODE_SOURCES = ("domains/builtin/terminal.py",)
+# Long-context buckets (1k-16k-token prompts, 30 domains) cost minutes per checkpoint on a CPU too.
+LONG_CONTEXT_SOURCES = ("domains/builtin/long_context.py",)
 
 
 def _to_stderr(message: str) -> None:
@@ -44,7 +46,7 @@ class DemoOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     domains: str = Field("core", description="'core' (the built-in domains without the 100+ reasoning-gym pack "
-                                             "domains and the terminal-task suite), 'builtin' (every built-in domain, pack included: about an "
+                                             "domains, the terminal-task suite and the long-context buckets), 'builtin' (every built-in domain, pack included: about an "
                                              "hour here), 'all' (plugins too) or a comma-separated list")
     train_samples: int = Field(64, description="generated train rows per domain")
     recipe: str = Field("smollm2", description="training recipe: smollm2, tiny or a YAML path")
@@ -80,7 +82,7 @@ def select_domains(spec: str) -> list[str]:
     if spec == "builtin":
         return builtin
     if spec == "core":
-        return [n for n in builtin if registry.sources[n] not in PACK_SOURCES + EPISODE_SOURCES]
+        return [n for n in builtin if registry.sources[n] not in PACK_SOURCES + EPISODE_SOURCES + LONG_CONTEXT_SOURCES]
     if spec == "all":
         return registry.names
     names = [n.strip() for n in spec.split(",") if n.strip()]
