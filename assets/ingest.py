@@ -9,6 +9,7 @@ from pipelines.partitions import domain_partitions
 from pipelines.resources import LakeResource
 from quality.ingest import IngestSettings, ingest_generated
 from storage.markdown import markdown_table
+from training.policy import policy_token_counter
 
 
 IngestConfig = dagster_config(IngestSettings, name="IngestConfig")
@@ -26,8 +27,11 @@ def domain_samples(context: dg.AssetExecutionContext, config: IngestConfig,
                    lake: LakeResource) -> dg.MaterializeResult:
     registry = get_registry()
     domain = registry.get(context.partition_key)
-    reports = ingest_generated(lake.lake(write=True), domain, train_n=config.train_samples, seed=config.seed,
-                               all_domains=list(registry))
+    store = lake.lake(write=True)
+    # a long-context domain's prompts are measured in the policy's tokens (its length bucket)
+    count_tokens = policy_token_counter(home=store.home) if domain.context_tokens else None
+    reports = ingest_generated(store, domain, train_n=config.train_samples, seed=config.seed,
+                               all_domains=list(registry), count_tokens=count_tokens)
     reasons: dict[str, int] = {}
     for report in reports.values():
         for code, count in report.reasons.items():

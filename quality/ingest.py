@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -132,17 +132,21 @@ def ingest_records(
     gates: Sequence[RowGate] | None = None,
     all_domains: Sequence[Domain] = (),
     write: bool = True,
+    count_tokens: Callable[[Sequence[str]], Sequence[int]] | None = None,
 ) -> IngestReport:
     """Gate ``records`` for ``domain`` and commit them to the lake as one batch.
 
     ``batch`` names the batch; an existing batch with that name is replaced atomically (the
     generated samples of a domain use a fixed name so re-materializing is idempotent).
+    ``count_tokens`` is the policy's tokenizer (prompts -> token counts), which the ``too_long``
+    gate uses for a long-context domain (``Domain.context_tokens``).
     """
     batch = batch or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     now = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # with the name, a batch's version
     candidates = [_structural(r, domain.name, source, default_split) for r in records]
 
-    ctx = GateContext(domain=domain, lake=lake, replacing_batch=batch, all_domains=all_domains)
+    ctx = GateContext(domain=domain, lake=lake, replacing_batch=batch, all_domains=all_domains,
+                      count_tokens=count_tokens)
     valid = [c for c in candidates if not c.reasons]
     if valid:
         frame = pl.DataFrame({
@@ -267,7 +271,8 @@ class IngestSettings(BaseModel):
 
 def ingest_generated(lake: Lake, domain: Domain, *, train_n: int, seed: int = 0,
                      gates: Sequence[RowGate] | None = None,
-                     all_domains: Sequence[Domain] = ()) -> dict[str, IngestReport]:
+                     all_domains: Sequence[Domain] = (),
+                     count_tokens: Callable[[Sequence[str]], Sequence[int]] | None = None) -> dict[str, IngestReport]:
     """Materialize a domain's train and eval samples as the batches ``generated-train`` and
     ``generated-eval`` (replacing earlier ones). Eval uses seed 0 and the domain's ``eval_size``."""
     out = {}
@@ -276,6 +281,7 @@ def ingest_generated(lake: Lake, domain: Domain, *, train_n: int, seed: int = 0,
         out[split] = ingest_records(
             lake, domain, records, source=f"generated:{domain.name}:{split}:seed={split_seed}",
             batch=f"generated-{split}", default_split=split, gates=gates, all_domains=all_domains,
+            count_tokens=count_tokens,
         )
     return out
 

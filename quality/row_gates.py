@@ -33,6 +33,9 @@ class GateContext:
     replacing_batch: str | None = None  # a batch being replaced does not count as "already there"
     all_domains: Sequence[Domain] = ()
     cache: dict = field(default_factory=dict)  # gates may memoise expensive lookups here
+    # the policy's tokenizer as prompts -> token counts; a domain that declares a length bucket
+    # (``Domain.context_tokens``) is measured with it (``training.policy.policy_token_counter``)
+    count_tokens: Callable[[Sequence[str]], Sequence[int]] | None = None
 
 
 class RowGate(Protocol):
@@ -56,8 +59,11 @@ def verdicts(mask: pl.Series, code: str) -> list[list[str]]:
 
 @dataclass(frozen=True)
 class TooLongGate:
-    """``too_long``: the prompt would not fit the domain's ``max_prompt_tokens`` (estimated as
-    :func:`quality.normalize.estimate_tokens` does: UTF-8 bytes / 3, rounded up)."""
+    """``too_long``: the prompt would not fit the domain's ``max_prompt_tokens``, estimated as
+    :func:`quality.normalize.estimate_tokens` does (UTF-8 bytes / 3, rounded up: errs towards
+    flagging), except for a long-context domain (one that declares ``context_tokens``) when the
+    context holds the policy's tokenizer: its prompts sit close to the limit on purpose, so they
+    are counted exactly (the estimate would flag every honest 16k prompt of English text)."""
 
     name: str = "too_long"
     codes: tuple[str, ...] = (reasons.TOO_LONG,)
@@ -65,6 +71,10 @@ class TooLongGate:
     def flags(self, batch: pl.DataFrame, ctx: GateContext | None = None) -> pl.Series:
         domain = getattr(ctx, "domain", None)
         limit = domain.max_prompt_tokens if domain is not None else DEFAULT_MAX_PROMPT_TOKENS
+        counter = getattr(ctx, "count_tokens", None)
+        if getattr(domain, "context_tokens", None) is not None and counter is not None:
+            counts = list(counter(batch["prompt"].fill_null("").to_list()))
+            return pl.Series(reasons.TOO_LONG, [n > limit for n in counts], dtype=pl.Boolean)
         tokens = (pl.col("prompt").fill_null("").str.len_bytes() + 2) // 3
         return batch.select((tokens > limit).alias(reasons.TOO_LONG))[reasons.TOO_LONG]
 

@@ -115,6 +115,31 @@ def ensure_smollm2(home: str | os.PathLike | None = None) -> Path:
         return _convert_smollm2(gguf, final)
 
 
+def ensure_smollm2_tokenizer(home: str | os.PathLike | None = None) -> Path:
+    """SmolLM2's ``tokenizer.json`` alone, converted from the GGUF's vocabulary (a few seconds; what
+    counting tokens needs when the model itself has not been converted yet)."""
+    final = models_dir(home) / f"{SMOLLM2}-tokenizer"
+    if (final / "tokenizer.json").exists():
+        return final / "tokenizer.json"
+    from domains.shipped_data import locate
+    from transformers import AutoTokenizer
+
+    gguf = locate(SMOLLM2_PACKAGE, SMOLLM2_GGUF)
+    with _build_lock(final):
+        if not (final / "tokenizer.json").exists():
+            staging = final.parent / f".staging-{final.name}-{uuid.uuid4().hex[:8]}"
+            try:
+                AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)
+                try:
+                    os.replace(staging, final)
+                except OSError:
+                    if not (final / "tokenizer.json").exists():
+                        raise
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    return final / "tokenizer.json"
+
+
 def _convert_smollm2(gguf: Path, final: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -158,6 +183,27 @@ def policy_path(ref: str, home: str | os.PathLike | None = None) -> Path:
         f"unknown policy {ref!r}: use 'smollm2', 'tiny', a Hugging Face model folder, or a checkpoint "
         "id under $ASSAY_HOME/checkpoints (see `assay sql \"SELECT checkpoint FROM checkpoints\"`)"
     )
+
+
+def policy_token_counter(ref: str = SMOLLM2, home: str | os.PathLike | None = None):
+    """``count(prompts) -> [tokens]`` in the tokenizer of policy ``ref`` (default SmolLM2, the
+    tokenizer the long-context length buckets are defined in), with the `tokenizers` library on the
+    policy folder's ``tokenizer.json`` (no transformers import once the folder exists); no special
+    tokens, no chat template: the prompt's own length, what the ``too_long`` gate compares."""
+    from tokenizers import Tokenizer
+
+    if builtin_name(ref) == SMOLLM2 and not (models_dir(home) / SMOLLM2 / "tokenizer.json").exists():
+        path = ensure_smollm2_tokenizer(home)  # the tokenizer alone: seconds, not the model's conversion
+    else:
+        path = policy_path(ref, home) / "tokenizer.json"
+    if not path.exists():
+        raise PolicyError(f"policy {ref!r} has no tokenizer.json at {path}: token counts need a fast tokenizer")
+    tokenizer = Tokenizer.from_file(str(path))
+
+    def count(prompts) -> list[int]:
+        return [len(e.ids) for e in tokenizer.encode_batch(list(prompts), add_special_tokens=False)]
+
+    return count
 
 
 def torch_dtype(name: str):

@@ -19,6 +19,13 @@ contaminated when, for some eval item, both hold:
 - **same item**: the item's numbers (as a set) and names appear in the row, as in
   :mod:`quality.detectors.features`, so template siblings sharing boilerplate are not flagged.
 
+Long-context items (a domain that declares ``context_tokens``) are thousands of tokens of filler
+around a few facts: what identifies one is its ``metadata["probe"]`` (the needles, chains or table
+rows and the question), so the index holds probes, not whole prompts (the index stays small however
+long the prompts), and a train row of such a domain is compared through its own probe when it has
+one. A long row without a probe (a user's file) is compared as it is: its filler cannot match, the
+13-gram containment of a probe's text still can when the probe is pasted in one piece.
+
 Both conditions need numbers the row has, so only candidate rows are tokenised: rows whose number
 multiset equals some item's (near match), and rows holding an item's longest number, its
 "anchor" (13-gram overlap). If some item with 13-grams has no number, every row of >= 13 words
@@ -54,7 +61,12 @@ def _fingerprint(domain: Any) -> str:
     try:
         source = inspect.getsourcefile(domain.samples)
         if source:  # the file's content, not its mtime: a fresh clone reuses the install-time cache
-            parts += [Path(source).name, hashlib.sha1(Path(source).read_bytes()).hexdigest()]
+            # with the private helpers and data beside it (``_common.py``, a token table): an edit
+            # there changes the items too
+            path = Path(source)
+            helpers = sorted(p for p in path.parent.glob("_*.py") if p != path) + sorted(path.parent.glob("*.json"))
+            for file in [path, *helpers]:
+                parts += [file.name, hashlib.sha1(file.read_bytes()).hexdigest()]
     except (TypeError, OSError):
         parts.append(f"nosource-{id(domain.samples)}")  # per process only
     return hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:16]
@@ -74,7 +86,7 @@ def eval_items_frame(domain: Any, cache_dir: Path | None) -> pl.DataFrame:
     else:
         items = domain.eval_items()
         frame = pl.DataFrame({"domain": [domain.name] * len(items), "id": [r["id"] for r in items],
-                              "prompt": [r["prompt"] for r in items]},
+                              "prompt": [contamination_text(domain, r) for r in items]},
                              schema={"domain": pl.Utf8, "id": pl.Utf8, "prompt": pl.Utf8})
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,6 +95,14 @@ def eval_items_frame(domain: Any, cache_dir: Path | None) -> pl.DataFrame:
             os.replace(tmp, path)  # atomic: parallel ingests may race to write it
     _ITEMS_CACHE[key] = frame
     return frame
+
+
+def contamination_text(domain: Any, row: dict) -> str:
+    """What identifies ``row`` as an item: its probe for a long-context domain, else its prompt."""
+    meta = row.get("metadata")
+    if getattr(domain, "context_tokens", None) and isinstance(meta, dict) and isinstance(meta.get("probe"), str):
+        return meta["probe"]
+    return row["prompt"]
 
 
 def shared_cache_dir() -> Path:
@@ -224,6 +244,10 @@ class ContaminationDetector:
         index = eval_index(domains, cache_dir)
         train = (frame["split"] != "eval").fill_null(True).to_numpy() if "split" in frame.columns \
             else np.ones(frame.height, dtype=bool)
+        if getattr(own, "context_tokens", None) and "metadata" in frame.columns:
+            frame = frame.with_columns(pl.Series("prompt", [
+                contamination_text(own, {"prompt": p, "metadata": m})
+                for p, m in zip(frame["prompt"].to_list(), frame["metadata"].to_list())], dtype=pl.Utf8))
         idx = np.flatnonzero(train & candidate_rows(frame, index, ctx))
         out = np.zeros(frame.height, dtype=bool)
         if len(idx):
