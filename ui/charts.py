@@ -108,6 +108,26 @@ def score_trend(trend: pl.DataFrame, champion: str | None) -> alt.Chart:
     return (band + line + star).properties(height=280, title="Score across checkpoints (green diamond = champion)")
 
 
+def score_vs_length(scores: pl.DataFrame, champion: str | None) -> alt.Chart:
+    """Score by context length, one line per checkpoint, 95% CIs as error bars (log2 length axis)."""
+    data = scores.with_columns(
+        (pl.col("mean") * 100).alias("score_pct"), (pl.col("ci_low") * 100).alias("ci_low_pct"),
+        (pl.col("ci_high") * 100).alias("ci_high_pct"),
+        pl.when(pl.col("checkpoint") == (champion or "")).then(pl.col("checkpoint") + " (champion)")
+        .otherwise(pl.col("checkpoint")).alias("policy"))
+    x = alt.X("context_tokens:Q", scale=alt.Scale(type="log", base=2), title="context length (tokens)",
+              axis=alt.Axis(values=sorted(set(data["context_tokens"].to_list()))))
+    color = alt.Color("policy:N", title="checkpoint")
+    bars = alt.Chart(_pandas(data)).mark_errorbar(thickness=2).encode(
+        x=x, y=alt.Y("ci_low_pct:Q", title="eval score (%, 95% CI)"), y2="ci_high_pct:Q", color=color)
+    line = alt.Chart(_pandas(data)).mark_line(point=True).encode(
+        x=x, y=alt.Y("score_pct:Q", title="eval score (%, 95% CI)", scale=alt.Scale(domain=[0, 100])), color=color,
+        tooltip=["policy", "domain", "context_tokens", alt.Tooltip("score_pct:Q", title="score (%)", format=".1f"),
+                 alt.Tooltip("ci_low_pct:Q", title="CI low (%)", format=".1f"),
+                 alt.Tooltip("ci_high_pct:Q", title="CI high (%)", format=".1f"), "n", "k"])
+    return (bars + line).properties(height=280, title="Score vs context length (one line per checkpoint)")
+
+
 def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:
     """Delta with CI per domain for the ``limit`` domains with the lowest delta (domains without
     one, not comparable, are left out)."""

@@ -54,9 +54,9 @@ def _registry_frame(domains_path: str | None) -> pl.DataFrame:
     registry = _registry(domains_path)
     return pl.DataFrame(
         [{"domain": d.name, "owner": d.owner, "tags": list(d.tags), "protected": d.protected,
-          "description": d.description} for d in registry],
+          "description": d.description, "context_tokens": d.context_tokens} for d in registry],
         schema={"domain": pl.Utf8, "owner": pl.Utf8, "tags": pl.List(pl.Utf8), "protected": pl.Boolean,
-                "description": pl.Utf8})
+                "description": pl.Utf8, "context_tokens": pl.Int64})
 
 
 def registry_frame() -> pl.DataFrame:
@@ -182,6 +182,35 @@ def domain_detail(home: str, domain: str) -> dict:
         finally:
             con.close()
     return detail
+
+
+def length_siblings(registry: pl.DataFrame, domain: str) -> pl.DataFrame:
+    """(domain, context_tokens) of the length buckets of ``domain``'s family (``long_needle_4k`` ->
+    every ``long_needle_<bucket>``), shortest first; empty when ``domain`` declares no bucket."""
+    if not registry.height or "context_tokens" not in registry.columns:
+        return pl.DataFrame(schema={"domain": pl.Utf8, "context_tokens": pl.Int64})
+    mine = registry.filter(pl.col("domain") == domain)
+    if not mine.height or mine["context_tokens"][0] is None:
+        return pl.DataFrame(schema={"domain": pl.Utf8, "context_tokens": pl.Int64})
+    family = domain.rsplit("_", 1)[0]
+    return (registry.filter(pl.col("context_tokens").is_not_null()
+                            & (pl.col("domain").str.replace(r"_[^_]+$", "") == family))
+            .select("domain", "context_tokens").sort("context_tokens"))
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def score_by_length(home: str, buckets: tuple[tuple[str, int], ...]) -> pl.DataFrame:
+    """Each checkpoint's latest sweep score per length bucket ``(domain, context_tokens)`` of one
+    family (the "score vs context length" curve), with the sweep's CI."""
+    lake = _lake(home)
+    names = [name for name, _ in buckets]
+    con = Q.open_views(lake, {"sweep_summary": [{"domain": d} for d in names], "checkpoints": None})
+    try:
+        scores = Q.latest_scores(con, names)
+    finally:
+        con.close()
+    lengths = pl.DataFrame(list(buckets), schema={"domain": pl.Utf8, "context_tokens": pl.Int64}, orient="row")
+    return scores.join(lengths, on="domain") if scores.height else scores
 
 
 def difficulty_band(domain: str) -> tuple[float, float]:

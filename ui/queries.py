@@ -527,6 +527,17 @@ def score_trend(con, domain: str) -> pl.DataFrame:
         ORDER BY checkpoint_at, s.checkpoint""", [domain])
 
 
+def latest_scores(con, domains: Sequence[str]) -> pl.DataFrame:
+    """Latest sweep summary per (checkpoint, domain) of ``domains``."""
+    if not has_view(con, "sweep_summary") or not domains:
+        return pl.DataFrame()
+    return _frame(con, """
+        SELECT checkpoint, domain, n, k, mean, ci_low, ci_high, created_at FROM sweep_summary
+        WHERE list_contains($1, domain)
+        QUALIFY row_number() OVER (PARTITION BY checkpoint, domain ORDER BY created_at DESC) = 1
+        ORDER BY checkpoint, domain""", [list(domains)])
+
+
 def latest_regression(con, domain: str) -> dict | None:
     if not has_view(con, "regression"):
         return None

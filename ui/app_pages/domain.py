@@ -97,6 +97,17 @@ if trend.height:
 else:
     components.empty_state("No benchmark sweep has scored this domain yet.")
 
+buckets = data.length_siblings(registry, domain)
+if buckets.height:  # a long-context domain: its family's score by length bucket, per checkpoint
+    st.subheader("Score by context length")
+    by_length = data.score_by_length(home, tuple(buckets.iter_rows()))
+    if by_length.height:
+        st.altair_chart(charts.score_vs_length(by_length, data.champion(home)["name"]), width="stretch")
+        st.caption(f"{', '.join(buckets['domain'].to_list())}: each checkpoint's latest sweep per bucket; "
+                   "a bucket a checkpoint was not swept on is missing from its line.")
+    else:
+        components.empty_state(f"No sweep has scored the {domain.rsplit('_', 1)[0]} buckets yet.")
+
 st.subheader("Items lost and gained")
 items = detail["items"]
 if verdict is None or not items.height:
