@@ -329,30 +329,26 @@ def score_numbers(completion: str, sample: dict) -> float:
     return 1.0 if expected and _integers(completion, 7) == expected else 0.0
 
 
-def _named(completion: str, vocabulary: list[str]) -> set[str]:
-    allowed = set(vocabulary)
-    return {w for w in _WORD.findall(completion.lower()) if w in allowed}
+def _exact_word_set(expected_key: str, vocabulary_key: str, what: str) -> Callable[[str, dict], float]:
+    """A scorer: 1 when the words of the item's vocabulary (``metadata[vocabulary_key]``) that the
+    completion names are exactly ``metadata[expected_key]``: naming a decoy, or every word of the
+    text, scores 0."""
+
+    def score(completion: str, sample: dict) -> float:
+        if not isinstance(completion, str):
+            return 0.0
+        meta = sample.get("metadata") or {}
+        expected = set(meta.get(expected_key) or [w.strip() for w in sample.get("answer", "").split(",")])
+        allowed = set(meta.get(vocabulary_key) or text.WORDS)
+        named = {w for w in _WORD.findall(completion.lower()) if w in allowed}
+        return 1.0 if expected and named == expected else 0.0
+
+    score.__doc__ = f"1 when the {what} the completion names are exactly the expected ones."
+    return score
 
 
-def score_variables(completion: str, sample: dict) -> float:
-    """1 when the variables the completion names are exactly the chain (the distractor chain's
-    names, or all of them, score 0)."""
-    if not isinstance(completion, str):
-        return 0.0
-    meta = sample.get("metadata") or {}
-    expected = set(meta.get("variables") or [w.strip() for w in sample.get("answer", "").split(",")])
-    vocabulary = list(meta.get("all_variables") or text.WORDS)
-    return 1.0 if expected and _named(completion, vocabulary) == expected else 0.0
-
-
-def score_top_words(completion: str, sample: dict) -> float:
-    """1 when the list words the completion names are exactly the most frequent ones."""
-    if not isinstance(completion, str):
-        return 0.0
-    meta = sample.get("metadata") or {}
-    expected = set(meta.get("top_words") or [w.strip() for w in sample.get("answer", "").split(",")])
-    vocabulary = list(meta.get("list_words") or text.WORDS)
-    return 1.0 if expected and _named(completion, vocabulary) == expected else 0.0
+score_variables = _exact_word_set("variables", "all_variables", "variables (the chain, not the distractor chain)")
+score_top_words = _exact_word_set("top_words", "list_words", "list words (the most frequent ones)")
 
 
 def score_filing(completion: str, sample: dict) -> float:
