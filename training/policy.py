@@ -48,12 +48,13 @@ def builtin_name(ref: str) -> str | None:
     return name if name in BUILTIN_POLICIES else None
 
 
-def _publish(staging: Path, final: Path) -> Path:
-    """Move a finished staging folder into place; if another process won the race, keep theirs."""
+def _publish(staging: Path, final: Path, marker: str = "config.json") -> Path:
+    """Move a finished staging folder into place; if another process won the race (``final``
+    already holds ``marker``), keep theirs."""
     try:
         os.replace(staging, final)
     except OSError:
-        if not (final / "config.json").exists():
+        if not (final / marker).exists():
             raise
         shutil.rmtree(staging, ignore_errors=True)
     return final
@@ -130,11 +131,7 @@ def ensure_smollm2_tokenizer(home: str | os.PathLike | None = None) -> Path:
             staging = final.parent / f".staging-{final.name}-{uuid.uuid4().hex[:8]}"
             try:
                 AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)
-                try:
-                    os.replace(staging, final)
-                except OSError:
-                    if not (final / "tokenizer.json").exists():
-                        raise
+                _publish(staging, final, marker="tokenizer.json")
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
     return final / "tokenizer.json"
