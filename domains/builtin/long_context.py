@@ -110,13 +110,16 @@ def template_texts() -> list[str]:
 
 # -- building a haystack ------------------------------------------------------------------------------
 
-def _haystack(rng: random.Random, budget: int, inserts: list[str], sentences=text.FILLER) -> tuple[str, list[float]]:
+def _haystack(rng: random.Random, budget: int, inserts: list[str], sentences=text.FILLER, *,
+              keep_order: bool = False) -> tuple[str, list[float]]:
     """Filler of ``budget`` tokens minus the inserts' tokens, with each insert at a random depth
-    (between sentences); returns the text and each insert's depth (0 = start, 1 = end)."""
+    (between sentences), in a random order unless ``keep_order``; returns the text and each
+    insert's depth (0 = start, 1 = end)."""
     fill = text.filler_sentences(rng, budget - sum(text.count_tokens(i) for i in inserts), sentences)
     slots = sorted(rng.randint(0, len(fill)) for _ in inserts)
     order = list(range(len(inserts)))
-    rng.shuffle(order)
+    if not keep_order:
+        rng.shuffle(order)
     pieces, depths = list(fill), [0.0] * len(inserts)
     for offset, (slot, which) in enumerate(zip(slots, order)):
         pieces.insert(slot + offset, inserts[which])
@@ -176,19 +179,14 @@ def make_vartrack(rng: random.Random, target: int) -> dict:
         statements.append([VAR_VALUE.format(name=group[0], value=start)]
                           + [VAR_COPY.format(name=b, source=a) for a, b in zip(group, group[1:])])
     ask = VAR_ASK.format(value=value)
-    # each chain's statements keep their order (an assignment before its copies): insert the
-    # chains' statements at sorted depths, interleaving the two chains
-    flat = statements[0] + statements[1]
-    fill = text.filler_sentences(rng, target - text.count_tokens(VAR_HEAD + ask) - sum(map(text.count_tokens, flat)))
-    slots = sorted(rng.randint(0, len(fill)) for _ in flat)
+    # the two chains interleaved at random, each keeping its order (an assignment before its
+    # copies), then placed in that order at sorted depths
     which = [0] * len(statements[0]) + [1] * len(statements[1])
     rng.shuffle(which)
-    cursor = [0, 0]
-    pieces = list(fill)
-    for offset, (slot, chain_index) in enumerate(zip(slots, which)):
-        pieces.insert(slot + offset, statements[chain_index][cursor[chain_index]])
-        cursor[chain_index] += 1
-    return {"prompt": VAR_HEAD + "".join(pieces) + ask, "answer": ", ".join(chain),
+    pending = [list(statements[0]), list(statements[1])]
+    interleaved = [pending[chain_index].pop(0) for chain_index in which]
+    body, _ = _haystack(rng, target - text.count_tokens(VAR_HEAD + ask), interleaved, keep_order=True)
+    return {"prompt": VAR_HEAD + body + ask, "answer": ", ".join(chain),
             "metadata": {"variables": chain, "all_variables": names, "value": value,
                          "probe": "".join(statements[0]).strip() + ask}}
 
