@@ -188,12 +188,17 @@ def cached_rows(lake: Lake, checkpoint: str, domain: str, gen_config: str) -> pl
 EngineFactory = Callable[[], Any]
 
 
-def generation_config(params, prompt_format: str) -> tuple[str, str]:
+def generation_config(params, prompt_format: str, rope_scaling: str | None = None) -> tuple[str, str]:
     """``(gen_config, gen_params)`` of a sweep: the sampling parameters that shape every sample
-    (not ``n``, which batching chooses, nor the seed) and the prompt format, hashed and as JSON."""
+    (not ``n``, which batching chooses, nor the seed) and the prompt format, hashed and as JSON.
+    A RoPE scaling (:mod:`training.rope`) changes what the model computes, so it is part of the key
+    when set (unset, the key is what it always was)."""
     from training.learnability import gen_params_of  # one definition of the fields: the trainer reads them back
 
-    return gen_identity(gen_params_of(params, prompt_format))
+    fields = gen_params_of(params, prompt_format)
+    if rope_scaling:
+        fields["rope_scaling"] = rope_scaling
+    return gen_identity(fields)
 
 
 def check_prompt_format(engine, prompt_format: str) -> None:
@@ -232,7 +237,8 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
     for domain in domains:
         k = config.samples or domain.eval_samples_per_item
         params = config.sampling(k)
-        gen_config, gen_params = generation_config(params, episode_format(domain, prompt_format))
+        gen_config, gen_params = generation_config(params, episode_format(domain, prompt_format),
+                                                   config.rope_scaling)
         items = domain.eval_items()
         if config.limit:
             items = items[: config.limit]
@@ -471,9 +477,12 @@ def log_sweep_to_mlflow(result: SweepResult, tracking_uri: str, *, artifact_root
 # -- the one call the CLI, Dagster and the demo make ---------------------------------------------
 
 def engine_factory_for(model_dir, lake: Lake, *, backend: str, dtype: str,
-                       log: Callable[[str], None] | None = None, **engine_options) -> EngineFactory:
+                       log: Callable[[str], None] | None = None, prompt_tokens: int | None = None,
+                       max_new_tokens: int = 0, **engine_options) -> EngineFactory:
     """``() -> engine`` for a checkpoint folder: ``backend`` resolved (torch | vllm | auto, said in
-    ``log``) only when called, i.e. only if some sample has to be generated."""
+    ``log``) only when called, i.e. only if some sample has to be generated. ``prompt_tokens``: the
+    longest prompt the work holds, when known; a vLLM engine is sized for it plus ``max_new_tokens``
+    (:func:`vllm_length_for`) unless ``max_model_len`` is given."""
 
     def factory():
         from training.generation import make_engine, resolve_backend
@@ -481,9 +490,36 @@ def engine_factory_for(model_dir, lake: Lake, *, backend: str, dtype: str,
         chosen, why = resolve_backend(backend, model_dir)
         if log:
             log(f"generation engine: {why}")
-        return make_engine(model_dir, chosen, dtype=dtype, home=str(lake.home), **engine_options)
+        options = dict(engine_options)
+        if chosen == "vllm" and prompt_tokens and not options.get("max_model_len"):
+            options["max_model_len"] = vllm_length_for(model_dir, prompt_tokens, max_new_tokens,
+                                                       options.get("rope_scaling"))
+        return make_engine(model_dir, chosen, dtype=dtype, home=str(lake.home), **options)
 
     return factory
+
+
+def longest_prompt(domains: Sequence) -> int | None:
+    """The longest formatted prompt a sweep of ``domains`` holds, from the long-context buckets they
+    declare (``Domain.context_tokens``: a bucket's prompts are built 128 tokens short of it, room for
+    the chat template); None when none declares one."""
+    declared = [d.context_tokens for d in domains if getattr(d, "context_tokens", None)]
+    return max(declared) if declared else None
+
+
+def vllm_length_for(model_dir, prompt_tokens: int, max_new_tokens: int, rope_scaling: str | None) -> int:
+    """vLLM's ``max_model_len`` for prompts up to ``prompt_tokens`` with completions of
+    ``max_new_tokens``: at least vLLM's usual default, never past the model's window (with the
+    scaling) while the prompts fit in it (a completion then stops at the window). Prompts that do
+    not fit get what they need, which the engine refuses with how to fix it (a RoPE scaling)."""
+    from training.rope import RopeScaling, model_window
+    from training.vllm_engine import DEFAULT_MAX_MODEL_LEN
+
+    window = model_window(RopeScaling.parse(rope_scaling), model_dir)
+    needed = max(prompt_tokens + max_new_tokens, DEFAULT_MAX_MODEL_LEN)
+    if window is None or prompt_tokens > window:
+        return needed
+    return min(needed, window)
 
 
 def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence, *,
@@ -499,7 +535,11 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
     # (registering the base pseudo-checkpoint handles MLflow's global-URI quirk itself, scoped)
     record = resolve_checkpoint(ref, lake, tracking_uri)
 
-    factory = engine_factory_for(record.path, lake, backend=backend, dtype=dtype, log=log, **engine_options)
+    if config.rope_scaling:
+        engine_options = {**engine_options, "rope_scaling": config.rope_scaling}
+    factory = engine_factory_for(record.path, lake, backend=backend, dtype=dtype, log=log,
+                                 prompt_tokens=longest_prompt(domains), max_new_tokens=config.max_new_tokens,
+                                 **engine_options)
 
     from training.prompts import prompt_format_of_folder
 

@@ -31,7 +31,18 @@ class SweepConfig(BaseModel):
         16, description="items per generation batch and per committed lake batch (the most a killed sweep loses)")
     seed: int = Field(
         0, description="base of every sample's seed (evaluation.sweep.sample_seed); the cache key ignores it")
+    rope_scaling: str | None = Field(
+        None, description="RoPE scaling past the model's trained context, TYPE:FACTOR with TYPE linear, dynamic or "
+                          "yarn (e.g. yarn:2; training.rope); part of the cache key. Unset: the model as trained")
     progress: bool = Field(True, description="show a progress bar on stderr")
+
+    @field_validator("rope_scaling")
+    @classmethod
+    def _rope_scaling(cls, value):
+        from training.rope import RopeScaling  # pydantic only: --help stays instant
+
+        scaling = RopeScaling.parse(value)
+        return scaling.spec if scaling else None
 
     @field_validator("samples", "limit")
     @classmethod

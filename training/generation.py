@@ -28,7 +28,10 @@ Greedy decoding (``temperature=0``) ignores seeds.
 
 The torch backend (CPU default) is a hand-written decode loop rather than ``model.generate``:
 
-- prompts are tokenized once, sorted by length and left-padded into batches (less padding);
+- prompts are tokenized once, sorted by length and left-padded into batches (less padding), a
+  batch holding at most ``max_batch_tokens`` prompt tokens (a few 16k prompts, or many short ones);
+- prompts longer than ``prefill_chunk_tokens`` are prefilled chunk by chunk into the KV cache, so the
+  activations of one forward stay bounded by the chunk, not the prompt;
 - with ``n > 1`` each distinct prompt is prefilled once and its KV cache repeated ``n`` times;
 - decoding reuses a KV cache and feeds one token per row per step under ``torch.inference_mode``;
 - rows that finish (EOS, a stop string, or the length limit) leave the batch at once, so the
@@ -59,7 +62,13 @@ from training.prompts import chat_prompt, encode_prompt, prompt_format_of_tokeni
 Backend = Literal["torch", "vllm", "auto"]
 """A generation backend as configs name it (``auto``: :func:`resolve_backend`)."""
 BACKENDS: tuple[str, ...] = get_args(Backend)
-TORCH_OPTIONS = ("dtype", "max_batch_size", "threads", "home")
+TORCH_OPTIONS = ("dtype", "max_batch_size", "max_batch_tokens", "prefill_chunk_tokens", "rope_scaling", "threads", "home")
+DEFAULT_MAX_BATCH_TOKENS = 32_768
+"""Prompt tokens (padding included) one torch-engine batch may hold: a batch of 16k-token prompts
+would otherwise hold 64 KV caches of ~0.75 GB each (SmolLM2, fp32)."""
+DEFAULT_PREFILL_CHUNK_TOKENS = 4_096
+"""Prompt tokens per prefill forward in the torch engine: longer prompts are prefilled in chunks
+(bench/RESULTS.md "Long context" measures what that saves)."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +180,66 @@ class DecodedRow:
     logprobs: list[float] | None = None  # per completion token, see decode_batch(with_logprobs=True)
 
 
+@dataclass
+class DecodeStats:
+    """What the torch engine's decoding cost, accumulated over calls (``TorchEngine.stats``)."""
+
+    prompts: int = 0
+    prompt_tokens: int = 0        # real prompt tokens prefilled (padding not counted)
+    padded_tokens: int = 0        # prompt positions computed, padding included
+    prefill_s: float = 0.0
+    decode_tokens: int = 0        # completion tokens sampled
+    decode_s: float = 0.0
+    batches: int = 0
+    peak_kv_bytes: int = 0        # largest KV cache one batch held (after its prefill)
+
+    @property
+    def prefill_tokens_per_s(self) -> float | None:
+        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else None
+
+
+def kv_cache_bytes(model_config, tokens: int, bytes_per_value: int) -> int:
+    """The KV cache ``tokens`` positions need: keys and values of every layer's KV heads."""
+    text = getattr(model_config, "text_config", model_config)
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+    return 2 * text.num_hidden_layers * kv_heads * head_dim * tokens * bytes_per_value
+
+
+def _cache_bytes(cache) -> int:
+    total = 0
+    for layer in getattr(cache, "layers", ()):
+        for name in ("keys", "values"):
+            tensor = getattr(layer, name, None)
+            if tensor is not None and hasattr(tensor, "nbytes"):
+                total += tensor.nbytes
+    return total
+
+
+PAD_SLACK = 256  # padding a batch may add to a prompt whatever the ratio (short prompts batch freely)
+
+
+def length_batches(lengths: Sequence[int], per_row: int, max_rows: int, max_tokens: int) -> list[list[int]]:
+    """Prompt indices grouped into batches, longest first: each batch at most ``max_rows`` rows and
+    ``max_tokens`` padded prompt tokens (rows x its longest prompt; ``per_row`` rows per prompt),
+    so long prompts go together in small batches and short ones fill big ones. A prompt under half
+    the batch's longest (and more than :data:`PAD_SLACK` tokens shorter) starts a new batch rather
+    than be padded to it. A prompt longer than the budget gets a batch of its own."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for index in order:
+        if batches:
+            batch = batches[-1]
+            rows = (len(batch) + 1) * per_row
+            longest = lengths[batch[0]]
+            padded_badly = 2 * lengths[index] < longest and longest - lengths[index] > PAD_SLACK
+            if rows <= max_rows and rows * longest <= max_tokens and not padded_badly:
+                batch.append(index)
+                continue
+        batches.append([index])
+    return batches
+
+
 def _filtered_logits(logits, params: SamplingParams):
     """Logits at the sampling temperature with top-k / top-p applied (-inf outside the nucleus)."""
     import torch
@@ -265,8 +334,10 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 
 def decode_batch(model, tokenizer, prompt_ids: list[list[int]], params: SamplingParams, *,
-                 max_batch_size: int = 64, seeds: Seeds | None = None,
-                 with_logprobs: bool = False) -> list[list[DecodedRow]]:
+                 max_batch_size: int = 64, seeds: Seeds | None = None, with_logprobs: bool = False,
+                 max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+                 prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS,
+                 stats: DecodeStats | None = None) -> list[list[DecodedRow]]:
     """Sample ``params.n`` completions for each tokenized prompt; returns rows grouped per prompt.
 
     ``seeds[i][j]`` seeds sample j of prompt i (see the module docstring; without it, from
@@ -274,6 +345,8 @@ def decode_batch(model, tokenizer, prompt_ids: list[list[int]], params: Sampling
     its log-probability under the model's distribution at the sampling temperature, before top-k /
     top-p truncation: the quantity the GRPO trainer recomputes (as TRL does), so the two can be
     compared. The model runs in whatever dtype it holds; call under ``torch.inference_mode``.
+    Batches: :func:`length_batches`; prefill in chunks of ``prefill_chunk_tokens``; ``stats``
+    accumulates what it cost.
     """
     import torch
 
@@ -283,16 +356,15 @@ def decode_batch(model, tokenizer, prompt_ids: list[list[int]], params: Sampling
     eos = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos), 0)
     stops = _StopChecker(tokenizer, params.stop)
-    prompts_per_batch = max(1, max_batch_size // params.n)
-    order = sorted(range(len(prompt_ids)), key=lambda i: -len(prompt_ids[i]))
     results: list[list[DecodedRow]] = [[] for _ in prompt_ids]
     device = next(model.parameters()).device
-    for start in range(0, len(order), prompts_per_batch):
-        chunk = order[start:start + prompts_per_batch]
+    stats = stats if stats is not None else DecodeStats()
+    batches = length_batches([len(p) for p in prompt_ids], params.n, max(params.n, max_batch_size), max_batch_tokens)
+    for chunk in batches:
         row_seeds = [s for i in chunk for s in seeds[i]] if seeds is not None else []
         started = time.perf_counter()
         rows = _decode_chunk(model, [prompt_ids[i] for i in chunk], params, eos, pad_id, stops,
-                             row_seeds, device, with_logprobs)
+                             row_seeds, device, with_logprobs, max(1, prefill_chunk_tokens), stats)
         share = (time.perf_counter() - started) / max(1, len(rows))
         for (local, ids, reason, logprobs) in rows:
             prompt_index = chunk[local // params.n]
@@ -313,7 +385,8 @@ def cache_argument(model) -> str:
 
 
 def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: set[int], pad_id: int,
-                  stops: _StopChecker, row_seeds: list[int], device, with_logprobs: bool):
+                  stops: _StopChecker, row_seeds: list[int], device, with_logprobs: bool,
+                  prefill_chunk: int, stats: DecodeStats):
     import torch
     from transformers import DynamicCache
 
@@ -323,15 +396,25 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
     cache_kw = {cache_argument(model): cache}
-    out = model(input_ids=ids, attention_mask=attn, position_ids=positions, **cache_kw,
-                use_cache=True, logits_to_keep=1)
+    prefill_started = time.perf_counter()
+    for start in range(0, width, prefill_chunk):  # one forward for prompts up to a chunk long
+        end = min(width, start + prefill_chunk)
+        out = model(input_ids=ids[:, start:end], attention_mask=attn[:, :end], position_ids=positions[:, start:end],
+                    **cache_kw, use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1].float()
+    stats.prefill_s += time.perf_counter() - prefill_started
+    stats.prompts += len(prompts)
+    stats.batches += 1
+    stats.prompt_tokens += sum(len(p) for p in prompts)
+    stats.padded_tokens += width * len(prompts)
+    decode_started = time.perf_counter()
     next_pos = positions[:, -1] + 1
     if params.n > 1:  # one prefill per distinct prompt, then n copies of its cache
         cache.batch_repeat_interleave(params.n)
         logits = logits.repeat_interleave(params.n, 0)
         attn = attn.repeat_interleave(params.n, 0)
         next_pos = next_pos.repeat_interleave(params.n, 0)
+    stats.peak_kv_bytes = max(stats.peak_kv_bytes, _cache_bytes(cache))
     total = logits.shape[0]
     sampling = params.temperature > 0
     noise = _RowNoise(row_seeds, params.max_new_tokens, logits.device) if sampling else None
@@ -372,6 +455,8 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
         logits = out.logits[:, -1].float()
         next_pos = next_pos + 1
     finished.sort(key=lambda f: f[0])
+    stats.decode_s += time.perf_counter() - decode_started
+    stats.decode_tokens += sum(len(f[1]) for f in finished)
     return finished
 
 
@@ -383,11 +468,26 @@ class TorchEngine:
 
     name = "torch"
 
-    def __init__(self, model, tokenizer, *, max_batch_size: int = 64, policy_ref: str | None = None):
+    def __init__(self, model, tokenizer, *, max_batch_size: int = 64, policy_ref: str | None = None,
+                 max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+                 prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS, rope_scaling: str | None = None):
+        for name, value in (("max_batch_size", max_batch_size), ("max_batch_tokens", max_batch_tokens),
+                            ("prefill_chunk_tokens", prefill_chunk_tokens)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self.max_batch_tokens = max_batch_tokens
+        self.prefill_chunk_tokens = prefill_chunk_tokens
         self.policy_ref = policy_ref
+        self.rope_scaling = rope_scaling  # the spec the model was loaded with (training.rope), provenance
+        self.stats = DecodeStats()  # accumulated over every generate call
+
+    def kv_cache_bytes(self, tokens: int) -> int:
+        """What ``tokens`` positions of KV cache take in the model's dtype."""
+        dtype = next(self.model.parameters()).dtype
+        return kv_cache_bytes(self.model.config, tokens, dtype.itemsize)
 
     @property
     def prompt_format(self) -> str:
@@ -397,7 +497,8 @@ class TorchEngine:
     @property
     def identity(self) -> str:
         """The engine and the dtype it runs the model in, e.g. ``torch/bfloat16`` (provenance)."""
-        return f"torch/{str(next(self.model.parameters()).dtype).removeprefix('torch.')}"
+        dtype = str(next(self.model.parameters()).dtype).removeprefix('torch.')
+        return f"torch/{dtype}" + (f"/rope={self.rope_scaling}" if self.rope_scaling else "")
 
     def format_prompt(self, user_text: str) -> str:
         return chat_prompt(self.tokenizer, user_text)
@@ -421,7 +522,9 @@ class TorchEngine:
         self.model.eval()
         with torch.inference_mode():
             rows = decode_batch(self.model, self.tokenizer, prompt_ids, params,
-                                max_batch_size=self.max_batch_size, seeds=seeds, with_logprobs=with_logprobs)
+                                max_batch_size=self.max_batch_size, seeds=seeds, with_logprobs=with_logprobs,
+                                max_batch_tokens=self.max_batch_tokens,
+                                prefill_chunk_tokens=self.prefill_chunk_tokens, stats=self.stats)
         return [[Generation(text=r.text, completion_tokens=len(r.completion_ids),
                             prompt_tokens=len(prompt_ids[i]), finish_reason=r.finish_reason,
                             latency_s=r.latency_s, token_ids=r.completion_ids, token_logprobs=r.logprobs)
@@ -495,7 +598,9 @@ def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: 
     """A generation engine for a policy reference (see :mod:`training.policy`).
 
     torch options: ``dtype`` ("float32" | "bfloat16"; default bfloat16, about 1.6x faster here),
-    ``max_batch_size`` (default 64), ``threads`` (torch intra-op threads), ``home`` (ASSAY_HOME).
+    ``max_batch_size`` (default 64), ``max_batch_tokens`` and ``prefill_chunk_tokens`` (see
+    :func:`decode_batch`), ``rope_scaling`` (a :mod:`training.rope` spec), ``threads`` (torch
+    intra-op threads), ``home`` (ASSAY_HOME).
     vllm options: :class:`training.vllm_engine.VllmOptions` (``dtype``, ``home``, memory settings).
     ``auto`` (:func:`resolve_backend`) passes each engine the options it knows and drops the other
     engine's (e.g. ``max_batch_size`` when vLLM is chosen: vLLM schedules its own batches).
@@ -530,6 +635,12 @@ def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: 
         raise ValueError(f"unknown torch engine options {sorted(unknown)} (known: {', '.join(TORCH_OPTIONS)})")
     if options.get("threads"):
         torch.set_num_threads(int(options["threads"]))
-    model, tokenizer = load_policy(policy_ref, dtype=options.get("dtype", "bfloat16"), home=options.get("home"))
+    from training.rope import RopeScaling
+
+    scaling = RopeScaling.parse(options.get("rope_scaling"))
+    model, tokenizer = load_policy(policy_ref, dtype=options.get("dtype", "bfloat16"), home=options.get("home"),
+                                   rope_scaling=scaling.spec if scaling else None)
     return TorchEngine(model, tokenizer, max_batch_size=int(options.get("max_batch_size", 64)),
-                       policy_ref=policy_ref)
+                       max_batch_tokens=int(options.get("max_batch_tokens", DEFAULT_MAX_BATCH_TOKENS)),
+                       prefill_chunk_tokens=int(options.get("prefill_chunk_tokens", DEFAULT_PREFILL_CHUNK_TOKENS)),
+                       policy_ref=policy_ref, rope_scaling=scaling.spec if scaling else None)

@@ -222,13 +222,21 @@ def load_tokenizer(ref: str, home: str | os.PathLike | None = None):
 
 
 def load_policy(ref: str, *, dtype: str = "float32", home: str | os.PathLike | None = None,
-                device: str = "cpu"):
-    """``(model, tokenizer)`` for a policy reference; the model is in eval mode, sdpa attention."""
-    from transformers import AutoModelForCausalLM
+                device: str = "cpu", rope_scaling: str | None = None):
+    """``(model, tokenizer)`` for a policy reference; the model is in eval mode, sdpa attention.
+    ``rope_scaling``: a :mod:`training.rope` spec (``yarn:2``) applied to the config before the
+    weights load."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    from training.rope import RopeScaling, apply_to_config
+
+    scaling = RopeScaling.parse(rope_scaling)  # a bad spec fails before anything loads
     path = policy_path(ref, home)
     tokenizer = load_tokenizer(str(path), home)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), attn_implementation="sdpa")
+    config = AutoConfig.from_pretrained(path)
+    apply_to_config(scaling, config, path)
+    model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch_dtype(dtype),
+                                                 attn_implementation="sdpa")
     model.to(device)
     model.eval()
     if model.generation_config is not None and model.generation_config.pad_token_id is None:

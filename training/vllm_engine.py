@@ -90,7 +90,8 @@ class VllmSettings(BaseModel):
                           "compiled on CUDA")
     max_model_len: int | None = Field(
         None, ge=16, description="longest prompt + completion in tokens the engine accepts; unset: the model's "
-                                 f"max_position_embeddings, at most {DEFAULT_MAX_MODEL_LEN}")
+                                 f"max_position_embeddings (times a RoPE scaling factor), at most "
+                                 f"{DEFAULT_MAX_MODEL_LEN}")
     enable_prefix_caching: bool = Field(True, description="reuse the KV of shared prompt prefixes (full blocks)")
 
 
@@ -100,12 +101,21 @@ class VllmOptions(VllmSettings):
     dtype: Literal["bfloat16", "float32"] = Field(
         "bfloat16", description="engine dtype (float32 gives token-for-token the torch engine's greedy output)")
     seed: int = Field(0, ge=0, description="engine seed (unseeded requests only; every Assay sample has its own seed)")
+    rope_scaling: str | None = Field(None, description="RoPE scaling spec (training.rope), e.g. yarn:2")
     home: str | None = Field(None, description="ASSAY_HOME used to resolve a policy reference to its folder")
 
     @field_validator("home", mode="before")
     @classmethod
     def _path(cls, value):
         return None if value is None else str(value)
+
+    @field_validator("rope_scaling")
+    @classmethod
+    def _rope(cls, value):
+        from training.rope import RopeScaling
+
+        scaling = RopeScaling.parse(value)  # RopeScalingError is a ValueError: pydantic reports it
+        return scaling.spec if scaling else None
 
 
 # -- can vLLM run this? ----------------------------------------------------------------------------
@@ -169,11 +179,23 @@ class VllmEngine:
                                   f"in this process), got {os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}: unset it")
         from training.policy import load_tokenizer, policy_path
 
+        from training.rope import RopeScaling, model_window, read_config, vllm_overrides
+
         path = policy_path(policy_ref, opts.home)
         problem = unsupported_reason(path)
-        max_model_len = opts.max_model_len or _default_max_model_len(path)
         if problem:
             raise VllmUnavailable(f"the vllm backend cannot serve {policy_ref}: {problem}")
+        scaling = RopeScaling.parse(opts.rope_scaling)
+        window = model_window(scaling, path)
+        max_model_len = opts.max_model_len or min(window or DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_MODEL_LEN)
+        if window and max_model_len > window:
+            # vLLM's rotary tables end at the window: past it, positions would index out of them
+            trained = scaling.trained(read_config(path)) if scaling else window
+            raise VllmUnavailable(
+                f"max_model_len {max_model_len} is past the {window} positions {policy_ref} runs to"
+                + (f" with RoPE scaling {scaling.spec}" if scaling else " (its trained length)")
+                + f": give a RoPE scaling that reaches it (e.g. yarn:{max(2, -(-max_model_len // trained))}), "
+                "or use the torch engine, which runs the unscaled model past its window")
         try:
             import torch
             import vllm
@@ -207,11 +229,13 @@ class VllmEngine:
             self.llm = vllm.LLM(str(path), tokenizer=str(path), dtype=opts.dtype, seed=opts.seed,
                                 max_model_len=max_model_len, enforce_eager=eager,
                                 enable_prefix_caching=opts.enable_prefix_caching,
+                                hf_overrides=vllm_overrides(scaling, path) or None,
                                 logprobs_mode="processed_logprobs", **memory)
         finally:
             torch.set_num_threads = set_num_threads
             _set_rng_state(rng)
         self.start_seconds = time.perf_counter() - started
+        self.max_model_len = max_model_len
         global _live_engines
         _live_engines += 1
         hf_config = self.llm.llm_engine.model_config.hf_config
@@ -228,7 +252,8 @@ class VllmEngine:
     @property
     def identity(self) -> str:
         """The engine, its version and dtype, e.g. ``vllm-0.32.0/bfloat16`` (provenance)."""
-        return f"vllm-{self._vllm.__version__}/{self.options.dtype}"
+        rope = f"/rope={self.options.rope_scaling}" if self.options.rope_scaling else ""
+        return f"vllm-{self._vllm.__version__}/{self.options.dtype}{rope}"
 
     def format_prompt(self, user_text: str) -> str:
         return chat_prompt(self.tokenizer, user_text)
@@ -255,6 +280,10 @@ class VllmEngine:
             return []
         if any(not ids for ids in prompt_ids):
             raise ValueError("an empty prompt cannot be generated from: give every prompt some text")
+        longest = max(len(ids) for ids in prompt_ids)
+        if longest >= self.max_model_len:
+            raise ValueError(f"a prompt of {longest} tokens does not fit this vLLM engine's max_model_len "
+                             f"{self.max_model_len}: build the engine with a larger max_model_len")
         seeds = resolve_seeds(seeds, params, len(prompt_ids))  # None: greedy, or vLLM's own randomness
         requests, sampling = [], []
         for i, ids in enumerate(prompt_ids):
@@ -340,10 +369,6 @@ class VllmEngine:
         gc.collect()
 
 
-def _default_max_model_len(model_dir) -> int:
-    config = json.loads((Path(model_dir) / "config.json").read_text())
-    limit = config.get("text_config", config).get("max_position_embeddings")
-    return min(int(limit), DEFAULT_MAX_MODEL_LEN) if limit else DEFAULT_MAX_MODEL_LEN
 
 
 def _repack_lm_head(model) -> None:

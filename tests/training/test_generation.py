@@ -126,3 +126,49 @@ def test_inverse_cdf_sampler_draws_from_the_filtered_distribution():
     # u * total rounding up to total (here u = 1 exactly) picks the last kept token, not one past it
     assert int(_pick_tokens(logits, params, torch.tensor([1.0]))) == 3
     assert int(_pick_tokens(logits, params, torch.tensor([0.0]))) == 0
+
+
+def test_length_batches_group_long_prompts_small_and_short_ones_big():
+    from training.generation import length_batches
+
+    lengths = [100, 16000, 50, 16000, 8000, 120, 8000, 90]
+    batches = length_batches(lengths, per_row=1, max_rows=64, max_tokens=32_000)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))  # every prompt once
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        assert lengths[batch[0]] == longest and (len(batch) == 1 or len(batch) * longest <= 32_000)
+    assert [sorted(lengths[i] for i in b) for b in batches] == [[16000, 16000], [8000, 8000], [50, 90, 100, 120]]
+    # n samples per prompt count as rows; a prompt longer than the budget still gets its batch
+    assert length_batches([10, 10, 10], per_row=4, max_rows=8, max_tokens=10 ** 6) == [[0, 1], [2]]
+    assert length_batches([50_000, 10], per_row=1, max_rows=64, max_tokens=32_000) == [[0], [1]]
+
+
+def test_chunked_prefill_and_token_budgets_change_nothing_but_the_cost(tiny_home):
+    from training.generation import TorchEngine
+
+    engine = make_engine("tiny", dtype="float32")
+    prompts = ["word " * 300 + "What next?", "Hello there", "count 1 2 3 4 5 6 7 8 9 " * 20]
+    params = SamplingParams(max_new_tokens=8, temperature=1.0, n=2, seed=3)
+    whole = engine.generate(prompts, params, with_logprobs=True)
+    tight = TorchEngine(engine.model, engine.tokenizer, max_batch_tokens=64, prefill_chunk_tokens=37)
+    chunked = tight.generate(prompts, params, with_logprobs=True)
+    for a, b in zip(whole, chunked):
+        assert [g.token_ids for g in a] == [g.token_ids for g in b]
+        for ga, gb in zip(a, b):
+            assert ga.token_logprobs == pytest.approx(gb.token_logprobs, abs=1e-4)
+    lengths = [len(ids) for ids in engine.encode(prompts)]
+    # the long prompt alone (the others are under half its length), the two short ones together
+    assert engine.stats.batches == 2 and tight.stats.batches == 3  # 64 tokens: one prompt per batch
+    assert tight.stats.prompt_tokens == tight.stats.padded_tokens == sum(lengths)
+    short = sorted(lengths)[:2]
+    assert engine.stats.padded_tokens == max(lengths) + 2 * max(short) > engine.stats.prompt_tokens
+    assert tight.stats.decode_tokens == sum(g.completion_tokens for a in chunked for g in a)
+
+
+def test_the_kv_cache_a_batch_held_is_what_its_shape_predicts(tiny_home):
+    engine = make_engine("tiny", dtype="float32")
+    ids = engine.encode(["a longer prompt " * 40])[0]
+    engine.generate(["a longer prompt " * 40], SamplingParams(max_new_tokens=4, n=3, temperature=1.0, seed=0))
+    # keys and values of 4 layers x 2 KV heads x 32 dims, fp32, per position, for each of n=3 rows
+    assert engine.kv_cache_bytes(1) == 2 * 4 * 2 * 32 * 4
+    assert engine.stats.peak_kv_bytes == 3 * engine.kv_cache_bytes(len(ids))
