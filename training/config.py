@@ -191,6 +191,9 @@ class GRPOConfig(_Strict):
     prompts_per_step: int = Field(2, ge=1, description="prompts per step per process (each gets num_generations)")
     num_generations: int = Field(8, ge=2, description="completions per prompt (the GRPO group size)")
     max_prompt_length: int = Field(512, ge=1, description="prompts longer than this (tokens) are left-truncated")
+    rope_scaling: str | None = Field(
+        None, description="RoPE scaling past the policy's trained context, TYPE:FACTOR with TYPE linear, dynamic "
+                          "or yarn (training.rope; e.g. yarn:2); the checkpoints keep it in their config")
     max_completion_length: int = Field(32, ge=1, description="new tokens per completion (per turn in an episode)")
     max_episode_turns: int = Field(
         8, ge=1, description="terminal-agent domains: turns per training episode at most (the task's own "
@@ -234,6 +237,14 @@ class GRPOConfig(_Strict):
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection,
                                         description="DeepSpeed engine settings (ZeRO stage, precision, accumulation)")
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
+
+    @field_validator("rope_scaling")
+    @classmethod
+    def _rope_scaling(cls, value):
+        from training.rope import RopeScaling
+
+        scaling = RopeScaling.parse(value)
+        return scaling.spec if scaling else None
 
     @field_validator("recipe")
     @classmethod
@@ -295,7 +306,7 @@ class GRPOConfig(_Strict):
                     "explore_weight"):  # added later: only where not the default, as rollout
             if data["mixture"][key] == MixtureConfig.model_fields[key].default:
                 data["mixture"].pop(key)
-        for key in ("max_episode_turns", "max_episode_tokens"):  # added later, as above
+        for key in ("max_episode_turns", "max_episode_tokens", "rope_scaling"):  # added later, as above
             if data[key] == type(self).model_fields[key].default:
                 data.pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]

@@ -131,7 +131,8 @@ class VllmRollouts:
         settings = config.rollout.vllm.model_dump()
         # a (left-truncated) prompt plus a whole completion is the longest sequence it will see
         settings["max_model_len"] = settings["max_model_len"] or config.max_prompt_length + config.max_completion_length
-        self.engine = VllmEngine(policy_dir, dtype=config.rollout_dtype, seed=config.seed, home=home, **settings)
+        self.engine = VllmEngine(policy_dir, dtype=config.rollout_dtype, seed=config.seed, home=home,
+                                 rope_scaling=config.rope_scaling, **settings)
 
     def sync(self, engine) -> float:
         """Push the DeepSpeed engine's parameters into vLLM (gathered one by one under ZeRO-3)."""

@@ -442,7 +442,7 @@ class GRPOTrainer:
 
         cfg = self.config
         torch.manual_seed(cfg.seed)
-        model, tokenizer = load_policy(cfg.policy, dtype="float32", home=self.lake.home)
+        model, tokenizer = load_policy(cfg.policy, dtype="float32", home=self.lake.home, rope_scaling=cfg.rope_scaling)
         self.tokenizer = tokenizer
         low_precision = cfg.deepspeed.precision == "bf16" or cfg.deepspeed.autocast_bf16
         ref_model = None

@@ -178,3 +178,15 @@ def test_mixture_draws_are_a_pure_function_of_seed_and_step():
     assert 0.6 < counts["a"] / 80 < 0.9  # p(a) = 0.75
     ids_a = [p.row["id"] for step in picks for p in step if p.domain == "a"][:30]
     assert len(set(ids_a)) == len(ids_a)  # no repeats within an epoch
+
+
+def test_a_recipes_rope_scaling_is_validated_and_names_another_run_only_when_set():
+    from training.config import load_recipe
+
+    plain = load_recipe("tiny", domains=["x"])
+    scaled = load_recipe("tiny", domains=["x"], rope_scaling="YaRN:2.0")
+    assert scaled.rope_scaling == "yarn:2" and plain.rope_scaling is None
+    assert scaled.resolved_run_name() != plain.resolved_run_name()
+    assert load_recipe("tiny", domains=["x"], rope_scaling="none").resolved_run_name() == plain.resolved_run_name()
+    with pytest.raises(Exception, match="TYPE:FACTOR"):
+        load_recipe("tiny", domains=["x"], rope_scaling="ntk:2")

@@ -261,3 +261,29 @@ except Exception as exc:
     auto, error = out.stdout.strip().splitlines()
     assert auto.startswith("torch (auto: vllm is not installed")
     assert error.startswith("VllmUnavailable") and "make install" in error and "--backend torch" in error
+
+
+def test_past_the_trained_length_vllm_needs_a_rope_scaling_and_then_agrees_with_the_torch_engine(
+        vllm_engine, tiny_checkpoint):
+    """The tiny policy is trained to 1,024 positions: vLLM refuses a 2,048-token window without a
+    scaling (its rotary tables end at 1,024) and says which; with YaRN x2 both engines run a
+    1,500-token prompt and compute the same greedy tokens (one YaRN, two implementations)."""
+    from training.vllm_engine import VllmUnavailable
+
+    with pytest.raises(VllmUnavailable, match=r"past the 1024 positions .* yarn:2"):
+        make_engine(str(tiny_checkpoint), "vllm", dtype="float32", kv_cache_gib=0.0625, max_model_len=2048)
+    torch_yarn = make_engine(str(tiny_checkpoint), "torch", dtype="float32", rope_scaling="yarn:2")
+    prompt = torch_yarn.format_prompt("count 1 2 3 4 5 6 7 8 9 " * 90 + "What comes next?")
+    assert 1024 < len(torch_yarn.encode([prompt])[0]) < 2000
+    scaled = make_engine(str(tiny_checkpoint), "vllm", dtype="float32", kv_cache_gib=0.0625, max_model_len=2048,
+                         rope_scaling="yarn:2")
+    try:
+        assert scaled.identity.endswith("/rope=yarn:2")
+        params = SamplingParams(max_new_tokens=8)
+        (ours,), = scaled.generate([prompt], params)
+        (theirs,), = torch_yarn.generate([prompt], params)
+        assert ours.prompt_tokens == theirs.prompt_tokens and ours.token_ids == theirs.token_ids
+        with pytest.raises(ValueError, match="does not fit this vLLM engine's max_model_len 1024"):
+            vllm_engine.generate([prompt], params)
+    finally:
+        scaled.close()
