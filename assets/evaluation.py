@@ -13,6 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from domains import get_registry
+from domains.registry import ON_REQUEST_TAGS
 from evaluation.sweep_config import SweepConfig
 from pipelines.config_bridge import dagster_config
 from pipelines.instance import POOL_SWEEP
@@ -24,7 +25,11 @@ from storage.markdown import markdown_table
 class SweepAssetConfig(dagster_config(SweepConfig, name="SweepConfigFields", exclude={"progress"})):
     """A sweep's settings (the fields of evaluation.sweep_config.SweepConfig), the domains and the engine."""
 
-    domains: list[str] = Field([], description="domains to sweep (empty: every registered domain)")
+    domains: list[str] = Field([], description="domains to sweep (empty: every registered domain but those with an "
+                                               "exclude_tags tag)")
+    exclude_tags: list[str] = Field(
+        list(ON_REQUEST_TAGS), description="with domains empty, leave out domains with any of these tags (default: "
+                                           "the long-context buckets, minutes per item on CPU; [] sweeps them too)")
     backend: Literal["", "torch", "vllm", "auto"] = Field(
         "", description="generation engine: torch, vllm or auto (empty: the policy resource's, auto by default)")
     dtype: Literal["", "bfloat16", "float32"] = Field(
@@ -55,7 +60,10 @@ def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig
     from evaluation.sweep import sweep_checkpoint
 
     registry = get_registry()
-    domains = registry.select(names=config.domains or None)
+    domains = registry.sweep_selection(names=config.domains or None,
+                                       exclude_tags=None if config.domains else config.exclude_tags)
+    if not domains:
+        raise dg.Failure(f"no domains to sweep: domains={config.domains} exclude_tags={config.exclude_tags}")
     sweep_config = config.to_library()
     the_lake = lake.lake(write=True)
     result, run_id = sweep_checkpoint(the_lake, mlflow.tracking_uri, context.partition_key, domains,

@@ -26,6 +26,10 @@ from typing import Iterable, Iterator
 from domains.base import Domain, DomainError
 
 DOMAINS_PATH_ENV = "ASSAY_DOMAINS_PATH"
+# domains a sweep of "every domain" (the nightly schedule, the new-checkpoint sensor, `assay sweep`
+# without --domains/--tag) leaves out unless asked for: the long-context buckets cost minutes per
+# item on a CPU (bench/RESULTS.md "Long context"); sweep them with --tag long_context
+ON_REQUEST_TAGS: tuple[str, ...] = ("long_context",)
 
 
 @dataclass(frozen=True)
@@ -71,18 +75,32 @@ class Registry:
     def names(self) -> list[str]:
         return list(self.domains)
 
+    def sweep_selection(self, names: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+                        exclude_tags: Iterable[str] | None = None) -> list[Domain]:
+        """What a sweep of "every domain" means: :meth:`select`, where a selection that names no
+        domain and no tag leaves out :data:`ON_REQUEST_TAGS` unless ``exclude_tags`` is given
+        (an empty list keeps everything)."""
+        if exclude_tags is None:
+            exclude_tags = () if names or tags else ON_REQUEST_TAGS
+        return self.select(names, tags, exclude_tags)
+
     def get(self, name: str) -> Domain:
         try:
             return self.domains[name]
         except KeyError:
             raise UnknownDomainError(name, self.domains) from None
 
-    def select(self, names: Iterable[str] | None = None, tags: Iterable[str] | None = None) -> list[Domain]:
-        """Domains by explicit names (in the given order) and/or having any of ``tags``."""
+    def select(self, names: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+               exclude_tags: Iterable[str] | None = None) -> list[Domain]:
+        """Domains by explicit names (in the given order) and/or having any of ``tags``, less those
+        having any of ``exclude_tags``."""
         chosen = [self.get(n) for n in names] if names else list(self.domains.values())
         if tags:
             wanted = set(tags)
             chosen = [d for d in chosen if wanted.intersection(d.tags)]
+        if exclude_tags:
+            unwanted = set(exclude_tags)
+            chosen = [d for d in chosen if not unwanted.intersection(d.tags)]
         return chosen
 
     def add_module(self, module: object, source: str) -> None:

@@ -30,6 +30,9 @@ def register(subparsers) -> None:
                              "'base-smollm2' / 'base-tiny' (the untrained policy)")
     parser.add_argument("--domains", nargs="+", metavar="DOMAIN", help="domains to sweep (default: all registered)")
     parser.add_argument("--tag", action="append", help="only domains with this tag (repeatable)")
+    parser.add_argument("--exclude-tag", action="append", metavar="TAG",
+                        help="leave out domains with this tag (repeatable); without --domains/--tag the long-context "
+                             "buckets are left out unless --exclude-tag none (they cost minutes per item on CPU)")
     # --samples, --limit, --max-new-tokens, --temperature, --top-p, --batch-items, --seed: the
     # fields of SweepConfig, help text from their descriptions.
     add_model_flags(parser, SweepConfig, exclude={"progress"}, metavars={"samples": "K", "limit": "N"})
@@ -59,7 +62,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     for error in registry.errors:
         print(f"assay: warning: domain plugin {error}", file=sys.stderr)
     try:
-        domains = registry.select(names=args.domains, tags=args.tag)
+        exclude = None if args.exclude_tag is None else [t for t in args.exclude_tag if t != "none"]
+        domains = registry.sweep_selection(names=args.domains, tags=args.tag, exclude_tags=exclude)
     except UnknownDomainError as exc:
         raise CliError(str(exc)) from None
     if not domains:

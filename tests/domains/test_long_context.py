@@ -189,3 +189,40 @@ def test_demo_core_leaves_the_long_context_buckets_out():
 
     assert not [n for n in select_domains("core") if n.startswith("long_")]
     assert "long_needle_4k" in select_domains("builtin")
+
+
+def test_a_sweep_of_every_domain_leaves_the_long_buckets_for_when_they_are_asked_for():
+    from domains import get_registry
+
+    registry = get_registry()
+    every = {d.name for d in registry.sweep_selection()}
+    assert "gsm" in every and not any(name.startswith("long_") for name in every)
+    assert {d.name for d in registry.sweep_selection(tags=["long_context"])} == {
+        d.name for d in registry.domains.values() if "long_context" in d.tags} and len(
+        registry.sweep_selection(tags=["long_context"])) == 30
+    assert [d.name for d in registry.sweep_selection(names=["long_needle_16k"])] == ["long_needle_16k"]
+    assert len(registry.sweep_selection(exclude_tags=[])) == len(registry.domains)
+
+
+def test_assay_sweep_without_domains_or_tags_leaves_out_the_long_buckets_unless_told(tmp_path, monkeypatch):
+    import argparse
+
+    from pipelines.commands import sweep as command
+
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers())
+    seen = {}
+
+    def capture(lake, uri, ref, domains, **kwargs):
+        seen["domains"] = [d.name for d in domains]
+        raise SystemExit(0)
+
+    monkeypatch.setenv("ASSAY_HOME", str(tmp_path))
+    monkeypatch.setattr("evaluation.sweep.sweep_checkpoint", capture)
+    for argv, has_long in ((["sweep", "--checkpoint", "base-tiny"], False),
+                           (["sweep", "--checkpoint", "base-tiny", "--exclude-tag", "none"], True),
+                           (["sweep", "--checkpoint", "base-tiny", "--tag", "long_context"], True)):
+        args = parser.parse_args(argv)
+        with pytest.raises(SystemExit):
+            args.handler(args)
+        assert any(n.startswith("long_") for n in seen["domains"]) == has_long, argv
