@@ -335,6 +335,7 @@ class GRPOTrainer:
         if note:
             self.log(note)
         registry = self.registry or get_registry()
+        _check_prompt_room(self.config, registry)
         data = self._load_rows(registry)
         state = self.load_state()
         if state["step"] >= self.config.max_steps and state["checkpoints"]:
@@ -981,6 +982,17 @@ class GRPOTrainer:
                            steps_done=int(state["step"]), resumed_from=resumed_from, data_sources=dict(sources),
                            seconds=seconds, data_fingerprint=state.get("data_fingerprint") or self.data_fingerprint,
                            data=dict(state.get("data", {})))
+
+
+def _check_prompt_room(cfg: GRPOConfig, registry) -> None:
+    """Refuse a run whose ``max_prompt_length`` would cut a long-context domain's prompts (the
+    trainer left-truncates: the needle or the tables would go, and the reward with them)."""
+    cut = {name: registry.domains[name].context_tokens for name in cfg.domains
+           if name in registry.domains and (registry.domains[name].context_tokens or 0) > cfg.max_prompt_length}
+    if cut:
+        raise ValueError(f"max_prompt_length {cfg.max_prompt_length} would cut the prompts of "
+                         + ", ".join(f"{name} ({tokens} tokens)" for name, tokens in cut.items())
+                         + f": set max_prompt_length to {max(cut.values())} in the recipe")
 
 
 def train(config: GRPOConfig, lake: Lake, tracking_uri: str | None = None, **options) -> TrainResult:

@@ -190,3 +190,19 @@ def test_a_recipes_rope_scaling_is_validated_and_names_another_run_only_when_set
     assert load_recipe("tiny", domains=["x"], rope_scaling="none").resolved_run_name() == plain.resolved_run_name()
     with pytest.raises(Exception, match="TYPE:FACTOR"):
         load_recipe("tiny", domains=["x"], rope_scaling="ntk:2")
+
+
+def test_the_long_context_recipe_fits_its_buckets_and_a_recipe_that_would_cut_them_is_refused(tmp_path):
+    from domains import get_registry
+    from pipelines.settings import open_lake
+    from training.trainer import train
+
+    registry = get_registry()
+    long = load_recipe("smollm2_long")
+    assert long.deepspeed.gradient_checkpointing and long.rope_scaling is None
+    assert max(registry.get(d).context_tokens for d in long.domains) == long.max_prompt_length == 4096
+    short = load_recipe("tiny", domains=["long_needle_1k", "long_needle_4k"], max_prompt_length=2048)
+    with pytest.raises(ValueError, match=r"would cut the prompts of long_needle_4k \(4096 tokens\): set "
+                                         r"max_prompt_length to 4096"):
+        train(short, open_lake(tmp_path, write=True), allow_generate=True, progress=False)
+    assert not (tmp_path / "checkpoints").exists()  # refused before any work
