@@ -178,7 +178,6 @@ class VllmEngine:
             raise VllmUnavailable("VLLM_ENABLE_V1_MULTIPROCESSING must be 0 for Assay (weight sync needs the engine "
                                   f"in this process), got {os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}: unset it")
         from training.policy import load_tokenizer, policy_path
-
         from training.rope import RopeScaling, model_window, read_config, vllm_overrides
 
         path = policy_path(policy_ref, opts.home)

@@ -152,10 +152,14 @@ def test_chunked_prefill_and_token_budgets_change_nothing_but_the_cost(tiny_home
     whole = engine.generate(prompts, params, with_logprobs=True)
     tight = TorchEngine(engine.model, engine.tokenizer, max_batch_tokens=64, prefill_chunk_tokens=37)
     chunked = tight.generate(prompts, params, with_logprobs=True)
-    for a, b in zip(whole, chunked):
-        assert [g.token_ids for g in a] == [g.token_ids for g in b]
-        for ga, gb in zip(a, b):
+    # chunks over a left-padded batch: the pad positions of the first chunks attend to nothing
+    padded = TorchEngine(engine.model, engine.tokenizer, prefill_chunk_tokens=5).generate(
+        prompts, params, with_logprobs=True)
+    for a, b, c in zip(whole, chunked, padded):
+        assert [g.token_ids for g in a] == [g.token_ids for g in b] == [g.token_ids for g in c]
+        for ga, gb, gc in zip(a, b, c):
             assert ga.token_logprobs == pytest.approx(gb.token_logprobs, abs=1e-4)
+            assert ga.token_logprobs == pytest.approx(gc.token_logprobs, abs=1e-4)
     lengths = [len(ids) for ids in engine.encode(prompts)]
     # the long prompt alone (the others are under half its length), the two short ones together
     assert engine.stats.batches == 2 and tight.stats.batches == 3  # 64 tokens: one prompt per batch
