@@ -94,8 +94,12 @@ def measure_engine(row: str, bucket: str, home: str, new_tokens: int, dtype: str
         if row == "assay-unchunked":
             options["prefill_chunk_tokens"] = 1 << 20
         backend = "vllm" if row == "vllm" else "torch"
-        if backend == "vllm":
-            options.update(max_model_len=_bucket_tokens(bucket) + new_tokens + 64, kv_cache_gib=2.0)
+        if backend == "vllm":  # sized as a sweep sizes it
+            from evaluation.sweep import vllm_length_for
+            from training.policy import policy_path
+
+            options.update(max_model_len=vllm_length_for(policy_path("smollm2", home), _bucket_tokens(bucket),
+                                                         new_tokens, rope), kv_cache_gib=2.0)
         engine = make_engine("smollm2", backend, **options)
         prompt = engine.format_prompt(text)
         engine.generate([engine.format_prompt("Say hello.")], SamplingParams(max_new_tokens=2))  # warm-up
