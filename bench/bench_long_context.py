@@ -4,8 +4,8 @@
 length in the policy's tokens is printed), generated greedily for ``--new-tokens`` tokens by
 
 - ``transformers``: ``model.generate`` with sdpa attention, the baseline;
-- ``assay``: the torch engine as sweeps run it (prefill in chunks of 4,096 tokens);
-- ``assay-unchunked``: the torch engine with the whole prompt in one forward;
+- ``assay``: the torch engine as sweeps run it (the whole prompt in one forward);
+- ``assay-chunked``: the torch engine prefilling in chunks of 4,096 tokens;
 - ``vllm``: vLLM's engine (``--vllm``; with ``--rope yarn:2`` at 16k, since vLLM refuses
   positions past the trained 8,192 without a scaling);
 
@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-ENGINE_ROWS = ("transformers", "assay", "assay-unchunked", "vllm")
+ENGINE_ROWS = ("transformers", "assay", "assay-chunked", "vllm")
 BUCKETS = ("1k", "2k", "4k", "8k", "16k")
 FAMILY = "long_needle"
 
@@ -91,8 +91,8 @@ def measure_engine(row: str, bucket: str, home: str, new_tokens: int, dtype: str
         options = {"dtype": dtype, "home": home}
         if rope:
             options["rope_scaling"] = rope
-        if row == "assay-unchunked":
-            options["prefill_chunk_tokens"] = 1 << 20
+        if row == "assay-chunked":
+            options["prefill_chunk_tokens"] = 4096
         backend = "vllm" if row == "vllm" else "torch"
         if backend == "vllm":  # sized as a sweep sizes it
             from evaluation.sweep import vllm_length_for
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="ASSAY_HOME holding models/smollm2 (built on first use)")
     parser.add_argument("--buckets", nargs="+", choices=BUCKETS, default=None,
                         help="buckets to measure (engine: all; train: 1k 2k 4k)")
-    parser.add_argument("--rows", nargs="+", choices=ENGINE_ROWS, default=["transformers", "assay", "assay-unchunked"])
+    parser.add_argument("--rows", nargs="+", choices=ENGINE_ROWS, default=["transformers", "assay", "assay-chunked"])
     parser.add_argument("--vllm", action="store_true", help="add vLLM's row (rope yarn:2 at 16k)")
     parser.add_argument("--new-tokens", type=int, default=1, help="tokens generated per prompt (1: prefill only)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")

@@ -30,8 +30,9 @@ The torch backend (CPU default) is a hand-written decode loop rather than ``mode
 
 - prompts are tokenized once, sorted by length and left-padded into batches (less padding), a
   batch holding at most ``max_batch_tokens`` prompt tokens (a few 16k prompts, or many short ones);
-- prompts longer than ``prefill_chunk_tokens`` are prefilled chunk by chunk into the KV cache, so the
-  activations of one forward stay bounded by the chunk, not the prompt;
+- with ``prefill_chunk_tokens`` set, longer prompts are prefilled chunk by chunk into the KV cache,
+  so the activations of one forward stay bounded by the chunk (off by default: see
+  :data:`DEFAULT_PREFILL_CHUNK_TOKENS`);
 - with ``n > 1`` each distinct prompt is prefilled once and its KV cache repeated ``n`` times;
 - decoding reuses a KV cache and feeds one token per row per step under ``torch.inference_mode``;
 - rows that finish (EOS, a stop string, or the length limit) leave the batch at once, so the
@@ -66,9 +67,12 @@ TORCH_OPTIONS = ("dtype", "max_batch_size", "max_batch_tokens", "prefill_chunk_t
 DEFAULT_MAX_BATCH_TOKENS = 32_768
 """Prompt tokens (padding included) one torch-engine batch may hold: a batch of 16k-token prompts
 would otherwise hold 64 KV caches of ~0.75 GB each (SmolLM2, fp32)."""
-DEFAULT_PREFILL_CHUNK_TOKENS = 4_096
-"""Prompt tokens per prefill forward in the torch engine: longer prompts are prefilled in chunks
-(bench/RESULTS.md "Long context" measures what that saves)."""
+DEFAULT_PREFILL_CHUNK_TOKENS = 0
+"""Prompt tokens per prefill forward in the torch engine; 0: the whole prompt in one forward.
+Measured on CPU (bench/RESULTS.md "Long context"): chunks of 4,096 made SmolLM2's 16k prefill 26%
+slower and saved 2% of peak memory (torch's CPU sdpa holds no full attention matrix, and a chunk
+after the first needs an explicit mask), so chunking is an option (for models or batches whose
+activations, not the KV cache, fill memory), not the default."""
 
 
 @dataclass(frozen=True)
@@ -364,7 +368,7 @@ def decode_batch(model, tokenizer, prompt_ids: list[list[int]], params: Sampling
         row_seeds = [s for i in chunk for s in seeds[i]] if seeds is not None else []
         started = time.perf_counter()
         rows = _decode_chunk(model, [prompt_ids[i] for i in chunk], params, eos, pad_id, stops,
-                             row_seeds, device, with_logprobs, max(1, prefill_chunk_tokens), stats)
+                             row_seeds, device, with_logprobs, prefill_chunk_tokens, stats)
         share = (time.perf_counter() - started) / max(1, len(rows))
         for (local, ids, reason, logprobs) in rows:
             prompt_index = chunk[local // params.n]
@@ -397,8 +401,9 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
     cache = DynamicCache(config=model.config)
     cache_kw = {cache_argument(model): cache}
     prefill_started = time.perf_counter()
-    for start in range(0, width, prefill_chunk):  # one forward for prompts up to a chunk long
-        end = min(width, start + prefill_chunk)
+    chunk = prefill_chunk if prefill_chunk > 0 else width
+    for start in range(0, width, chunk):  # one forward for prompts up to a chunk long
+        end = min(width, start + chunk)
         out = model(input_ids=ids[:, start:end], attention_mask=attn[:, :end], position_ids=positions[:, start:end],
                     **cache_kw, use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1].float()
@@ -471,10 +476,11 @@ class TorchEngine:
     def __init__(self, model, tokenizer, *, max_batch_size: int = 64, policy_ref: str | None = None,
                  max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
                  prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS, rope_scaling: str | None = None):
-        for name, value in (("max_batch_size", max_batch_size), ("max_batch_tokens", max_batch_tokens),
-                            ("prefill_chunk_tokens", prefill_chunk_tokens)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name, value, least in (("max_batch_size", max_batch_size, 1), ("max_batch_tokens", max_batch_tokens, 1),
+                                   ("prefill_chunk_tokens", prefill_chunk_tokens, 0)):
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {value!r}"
+                                 + (" (0: whole prompts)" if least == 0 else ""))
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size

@@ -167,6 +167,8 @@ def test_chunked_prefill_and_token_budgets_change_nothing_but_the_cost(tiny_home
     short = sorted(lengths)[:2]
     assert engine.stats.padded_tokens == max(lengths) + 2 * max(short) > engine.stats.prompt_tokens
     assert tight.stats.decode_tokens == sum(g.completion_tokens for a in chunked for g in a)
+    with pytest.raises(ValueError, match="prefill_chunk_tokens must be an int >= 0"):
+        TorchEngine(engine.model, engine.tokenizer, prefill_chunk_tokens=-1)
 
 
 def test_the_kv_cache_a_batch_held_is_what_its_shape_predicts(tiny_home):
