@@ -37,7 +37,7 @@ import polars as pl
 
 from evaluation.pass_rate_config import PassRateConfig
 from evaluation.sweep import (PASS_SCORE, SweepError, check_prompt_format, engine_factory_for, engine_identity,
-                              episode_format, generate_and_score, generation_config)
+                              episode_format, generate_and_score, generation_config, longest_prompt)
 from quality.difficulty import Band, pass_rate_verdict
 from storage.lake import Lake
 from storage.tables import PASS_RATES, SAMPLES, conform
@@ -117,7 +117,7 @@ def measure_pass_rates(lake: Lake, checkpoint: str, domain, items: Sequence[dict
     band = band or Band.for_domain(domain)
     k = config.samples
     params = params if params is not None else config.sampling(k)
-    gen_config, gen_params = generation_config(params, episode_format(domain, prompt_format))
+    gen_config, gen_params = generation_config(params, episode_format(domain, prompt_format), config.rope_scaling)
     items = list(items)
     if not items:
         raise PassRateError(f"domain {domain.name!r} has no train items to measure")
@@ -203,7 +203,11 @@ def policy_pass_rates(lake: Lake, tracking_uri: str, ref: str, domain, items: Se
     if items is None:
         items, source = train_items(lake, domain, config.limit)
 
-    factory = engine_factory_for(record.path, lake, backend=backend, dtype=dtype, log=log, **engine_options)
+    if config.rope_scaling:  # what the samples are keyed on is what the engine runs
+        engine_options = {**engine_options, "rope_scaling": config.rope_scaling}
+    factory = engine_factory_for(record.path, lake, backend=backend, dtype=dtype, log=log,
+                                 prompt_tokens=longest_prompt([domain]), max_new_tokens=config.max_new_tokens,
+                                 **engine_options)
     result = measure_pass_rates(lake, record.checkpoint, domain, items, factory, config,
                                 prompt_format=prompt_format_of_folder(record.path))
     result.source = source
@@ -247,7 +251,10 @@ def measure_for_training(lake: Lake, tracking_uri: str, config, *, registry=None
     record = resolve_checkpoint(pass_rate_checkpoint(config.policy), lake, tracking_uri)
     params = rollout_sampling(config)
     k = config.mixture.pass_rate_samples
-    build = engine_factory_for(record.path, lake, backend=backend, dtype=config.rollout_dtype, log=log)
+    build = engine_factory_for(record.path, lake, backend=backend, dtype=config.rollout_dtype, log=log,
+                               prompt_tokens=longest_prompt([registry.get(d) for d in config.domains]),
+                               max_new_tokens=config.max_completion_length,
+                               **({"rope_scaling": config.rope_scaling} if config.rope_scaling else {}))
     engines: list = []
 
     def factory():
@@ -259,7 +266,8 @@ def measure_for_training(lake: Lake, tracking_uri: str, config, *, registry=None
     try:
         for name, rows in data.rows.items():
             measured = PassRateConfig(samples=k, limit=len(rows), max_new_tokens=config.max_completion_length,
-                                      temperature=config.temperature, top_p=config.top_p, progress=progress)
+                                      temperature=config.temperature, top_p=config.top_p, progress=progress,
+                                      rope_scaling=config.rope_scaling)
             result = measure_pass_rates(lake, record.checkpoint, registry.get(name), rows, factory, measured,
                                         prompt_format=prompt_format_of_folder(record.path), params=params)
             results[name] = result

@@ -195,10 +195,7 @@ def generation_config(params, prompt_format: str, rope_scaling: str | None = Non
     when set (unset, the key is what it always was)."""
     from training.learnability import gen_params_of  # one definition of the fields: the trainer reads them back
 
-    fields = gen_params_of(params, prompt_format)
-    if rope_scaling:
-        fields["rope_scaling"] = rope_scaling
-    return gen_identity(fields)
+    return gen_identity(gen_params_of(params, prompt_format, rope_scaling))
 
 
 def check_prompt_format(engine, prompt_format: str) -> None:

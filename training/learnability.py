@@ -68,12 +68,15 @@ def rollout_sampling(config):
                           top_p=config.top_p, top_k=config.top_k, stop=tuple(config.stop))
 
 
-def gen_params_of(params, prompt_format: str) -> dict:
+def gen_params_of(params, prompt_format: str, rope_scaling: str | None = None) -> dict:
     """The fields of a generation config as :func:`evaluation.sweep.generation_config` records them
-    in ``gen_params`` (sampling parameters without ``n`` and the seed, plus the prompt format)."""
+    in ``gen_params`` (sampling parameters without ``n`` and the seed, plus the prompt format, and
+    the RoPE scaling when one is set: unset, the fields are what they always were)."""
     fields = {k: v for k, v in asdict(params).items() if k not in ("n", "seed")}
     fields["stop"] = list(fields["stop"])
     fields["prompt_format"] = prompt_format
+    if rope_scaling:
+        fields["rope_scaling"] = rope_scaling
     return fields
 
 
@@ -142,7 +145,7 @@ def load_item_pass_rates(lake: Lake, config, rows: dict[str, list[dict]], prompt
     naming what is missing and how to measure it."""
     checkpoint = pass_rate_checkpoint(config.policy)
     samples = config.mixture.pass_rate_samples
-    gen_params = gen_params_of(rollout_sampling(config), prompt_format)
+    gen_params = gen_params_of(rollout_sampling(config), prompt_format, config.rope_scaling)
     rates: dict[str, dict[str, float]] = {}
     for domain, domain_rows in rows.items():
         stored = read_pass_rates(lake, checkpoint, domain, samples, gen_params)

@@ -114,3 +114,17 @@ def test_vllm_is_sized_for_the_longest_bucket_within_the_models_window(tmp_path)
     assert vllm_length_for(tmp_path, prompt, 24, None) == prompt + 24  # past the window: the engine refuses
     assert vllm_length_for(tmp_path, prompt, 24, "yarn:2") == 16384
     assert vllm_length_for(tmp_path, prompt, 24, "yarn:4") == prompt + 24
+
+
+def test_pass_rates_and_the_trainer_key_a_scaled_policys_samples_as_the_sweep_does():
+    from evaluation.comparability import gen_identity
+    from evaluation.pass_rate_config import PassRateConfig
+    from evaluation.sweep import generation_config
+    from training.config import load_recipe
+    from training.learnability import gen_params_of, rollout_sampling
+
+    recipe = load_recipe("tiny", domains=["x"], rope_scaling="yarn:2")
+    params = rollout_sampling(recipe)
+    trainer_key = gen_identity(gen_params_of(params, "chatml", recipe.rope_scaling))
+    assert trainer_key == generation_config(params, "chatml", PassRateConfig(rope_scaling="yarn:2").rope_scaling)
+    assert trainer_key != generation_config(params, "chatml")
