@@ -70,7 +70,7 @@ def test_sweep_asset_schema_is_sweep_config():
     fields = _schema_fields(checkpoint_sweep)
     mirrored = {n: f for n, f in SweepConfig.model_fields.items() if n != "progress"}
     assert set(mirrored) <= set(fields)
-    assert set(fields) - set(mirrored) == {"domains", "backend", "dtype"}
+    assert set(fields) - set(mirrored) == {"domains", "exclude_tags", "backend", "dtype"}
     for name, info in mirrored.items():
         shown = fields[name]
         assert shown.description == info.description, name
