@@ -197,10 +197,6 @@ class DecodeStats:
     batches: int = 0
     peak_kv_bytes: int = 0        # largest KV cache one batch held (after its prefill)
 
-    @property
-    def prefill_tokens_per_s(self) -> float | None:
-        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else None
-
 
 def kv_cache_bytes(model_config, tokens: int, bytes_per_value: int) -> int:
     """The KV cache ``tokens`` positions need: keys and values of every layer's KV heads."""

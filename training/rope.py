@@ -32,8 +32,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 RopeType = Literal["linear", "dynamic", "yarn"]
 ROPE_TYPES: tuple[str, ...] = get_args(RopeType)
-SPEC_HELP = ("RoPE scaling past the trained context, TYPE:FACTOR[:TRAINED_LENGTH] with TYPE one of "
-             f"{', '.join(ROPE_TYPES)} (e.g. yarn:2); unset or 'none': the model as trained")
 
 
 class RopeScalingError(ValueError):
