@@ -312,6 +312,15 @@ def apply_promotion(lake: Lake, tracking_uri: str, decision: PromotionDecision, 
     way. Returns the recorded decision: a lost race comes back refused, with the reason."""
     if not decision.promoted:
         return _record(lake, decision)
+    version_tags = [v.tags for v in tracking.checkpoint_versions(tracking_uri, decision.candidate)]
+    if any(tags.get("variant_of") for tags in version_tags):
+        # a variant serves its parent's policy faster; it is certified for the `fast` alias
+        # (evaluation.variants), never made champion in its parent's place
+        return _record(lake, replace(
+            decision, promoted=False, blocking=["variant"],
+            reason=f"refused: {decision.candidate} is a variant of {version_tags[-1]['variant_of']}; a variant is "
+                   f"never champion (`assay variant` certifies it for the '{tracking.FAST_ALIAS}' alias) "
+                   f"(was: {decision.reason})"))
     with lock if lock is not None else promotion_lock(lake):
         now_champion = tracking.current_champion(tracking_uri)
         if now_champion != decision.previous_champion:

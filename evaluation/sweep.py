@@ -483,7 +483,10 @@ def engine_factory_for(model_dir, lake: Lake, *, backend: str, dtype: str,
 
     def factory():
         from training.generation import make_engine, resolve_backend
+        from training.variants import read_manifest
 
+        if read_manifest(model_dir) is not None:  # a variant's method decides its engine (training.variants)
+            return make_engine(model_dir, "torch", dtype=dtype, home=str(lake.home))
         chosen, why = resolve_backend(backend, model_dir)
         if log:
             log(f"generation engine: {why}")

@@ -67,6 +67,7 @@ CHECKPOINTS = {
     "checkpoint": pl.Utf8, "run_id": pl.Utf8, "step": pl.Int64, "path": pl.Utf8,
     "recipe": pl.Utf8, "base_model": pl.Utf8, "domains": pl.List(pl.Utf8),
     "mlflow_model_id": pl.Utf8, "created_at": pl.Utf8, "data_fingerprint": pl.Utf8,
+    "variant_of": pl.Utf8, "variant_method": pl.Utf8,
 }
 
 # training_history/run=<mlflow_run_id>/part.parquet  -- one row per (step, domain); domain "_all"
@@ -142,6 +143,30 @@ REGRESSION = {
 PROMOTIONS = {
     "decision": pl.Utf8, "candidate": pl.Utf8, "previous_champion": pl.Utf8, "promoted": pl.Boolean,
     "reason": pl.Utf8, "created_at": pl.Utf8, "policy": pl.Utf8,
+}
+
+
+# variants/decision=<id>/part.parquet  -- every certification of a variant (training.variants) against
+# its parent: speed measured in one run on one machine (tokens/s at batch 1 and at the sweep's batch,
+# time to first token, peak resident memory of each side's process), whether every domain was shown
+# non-inferior (equivalent), and whether the variant became the ``fast`` alias, with the reasons
+VARIANTS = {
+    "decision": pl.Utf8, "variant": pl.Utf8, "parent": pl.Utf8, "method": pl.Utf8, "created_at": pl.Utf8,
+    "engine": pl.Utf8, "parent_engine": pl.Utf8, "batch": pl.Int64, "new_tokens": pl.Int64,
+    "tokens_per_s_batch1": pl.Float64, "parent_tokens_per_s_batch1": pl.Float64, "speedup_batch1": pl.Float64,
+    "tokens_per_s_batch": pl.Float64, "parent_tokens_per_s_batch": pl.Float64, "speedup_batch": pl.Float64,
+    "ttft_s": pl.Float64, "parent_ttft_s": pl.Float64, "peak_rss_gib": pl.Float64, "parent_peak_rss_gib": pl.Float64,
+    "margin": pl.Float64, "min_speedup": pl.Float64, "equivalent": pl.Boolean, "fast_alias": pl.Boolean,
+    "reason": pl.Utf8, "load_average": pl.Float64,
+}
+
+# variant_domains/decision=<id>/part.parquet  -- one row per domain of a certification: the paired
+# non-inferiority test of variant vs parent (evaluation.noninferiority)
+VARIANT_DOMAINS = {
+    "decision": pl.Utf8, "variant": pl.Utf8, "parent": pl.Utf8, "domain": pl.Utf8, "n": pl.Int64, "k": pl.Int64,
+    "margin": pl.Float64, "delta": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
+    "p_noninferior": pl.Float64, "p_inferior": pl.Float64, "verdict": pl.Utf8, "test": pl.Utf8,
+    "items_for_power": pl.Int64, "created_at": pl.Utf8,
 }
 
 

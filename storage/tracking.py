@@ -11,7 +11,9 @@ tracking URI (no global fluent run state).
 - The alias ``champion`` (:data:`CHAMPION_ALIAS`) on it is the one source of truth for the
   champion (:func:`current_champion`). Only :func:`evaluation.promotion.apply_promotion` moves
   it (:func:`set_champion_alias`, under its compare-and-set lock); the lake's ``promotions``
-  table is the record of each decision and why.
+  table is the record of each decision and why. The alias ``fast`` (:data:`FAST_ALIAS`) marks the
+  certified fast variant of a checkpoint; only a certification moves it
+  (:func:`evaluation.variants.certify_variant`), recorded in lake table ``variants``.
 - Runs: :class:`Tracker` starts, resumes and finishes one run and logs params, metrics (in
   batches of at most 1000, MLflow's limit), text artifacts, files and a frame as a dataset input.
 - MLflow's process-global tracking URI, which some registry calls read instead of the client's,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only
 EXPERIMENT = "assay"
 REGISTERED_MODEL = "assay-policy"
 CHAMPION_ALIAS = "champion"
+FAST_ALIAS = "fast"  # the certified fast variant (evaluation.variants), moved only by a certification
 MLFLOW_UI_ENV = "ASSAY_MLFLOW_UI_URL"
 DEFAULT_MLFLOW_UI = "http://localhost:5000"
 MAX_METRICS_PER_BATCH = 1000  # MLflow's log_batch limits
@@ -165,12 +168,7 @@ def checkpoint_versions(tracking_uri: str, checkpoint: str | None = None) -> lis
 
 def champion_version(tracking_uri: str) -> "ModelVersion | None":
     """The model version the alias ``champion`` points at, or None when it is unset."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return client(tracking_uri).get_model_version_by_alias(REGISTERED_MODEL, CHAMPION_ALIAS)
-    except MlflowException:
-        return None
+    return alias_version(tracking_uri, CHAMPION_ALIAS)
 
 
 def current_champion(tracking_uri: str) -> str | None:
@@ -187,6 +185,25 @@ def set_champion_alias(tracking_uri: str, version: str | None) -> None:
         store.delete_registered_model_alias(REGISTERED_MODEL, CHAMPION_ALIAS)
     else:
         store.set_registered_model_alias(REGISTERED_MODEL, CHAMPION_ALIAS, version)
+
+
+def alias_version(tracking_uri: str, alias: str) -> "ModelVersion | None":
+    """The model version ``alias`` points at, or None when it is unset."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client(tracking_uri).get_model_version_by_alias(REGISTERED_MODEL, alias)
+    except MlflowException:
+        return None
+
+
+def alias_checkpoint(tracking_uri: str, alias: str) -> str | None:
+    version = alias_version(tracking_uri, alias)
+    return (version.tags.get("checkpoint") or None) if version is not None else None
+
+
+def set_alias(tracking_uri: str, alias: str, version: str) -> None:
+    client(tracking_uri).set_registered_model_alias(REGISTERED_MODEL, alias, version)
 
 
 def tag_model_version(tracking_uri: str, version: str, key: str, value: str) -> None:

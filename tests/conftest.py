@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -91,11 +92,34 @@ def tiny_source(tmp_path_factory) -> Path:
     return ensure_tiny(tmp_path_factory.mktemp("tiny_home"))
 
 
+WIDTH = 8.0  # x the init std (0.02) of the tiny policy's matrices
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tiny_source, tmp_path_factory):
+    """A Hugging Face folder: the tiny policy with its matrices redrawn 8x wider than the
+    initialisation (std 0.16, seeded). The untrained tiny model's near-uniform logits make every
+    greedy completion one repeated token, which would let two engines (or a model and its variant)
+    "agree" without computing the same thing; these weights give varied completions and a real
+    argmax at every step."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny_checkpoint") / "wide-step000001"
+    shutil.copytree(tiny_source, folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    generator = torch.Generator().manual_seed(2026)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 2:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.02 * WIDTH)
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
 @pytest.fixture
 def tiny_home(assay_home, tiny_source, empty_mlflow_db) -> Path:
     """An ASSAY_HOME whose models/tiny is already built and whose MLflow store exists."""
-    import shutil
-
     target = assay_home / "models" / "tiny"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(tiny_source, target)

@@ -47,6 +47,12 @@ class CheckpointRecord:
     mlflow_model_id: str | None = None
     created_at: str = ""
     data_fingerprint: str | None = None  # the training rows' fingerprint (None: a base model)
+    variant_of: str | None = None        # the parent checkpoint of a variant (training.variants)
+    variant_method: str | None = None
+
+    @property
+    def is_variant(self) -> bool:
+        return self.variant_of is not None
 
 
 def checkpoint_id(run_name: str, step: int) -> str:
@@ -63,6 +69,9 @@ def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_ro
     version_tags = {}
     if record.data_fingerprint:
         model_tags["assay.data_fingerprint"] = version_tags["data_fingerprint"] = record.data_fingerprint
+    if record.variant_of:  # lineage: the variant's model version names its parent and how it was made
+        model_tags["assay.variant_of"] = version_tags["variant_of"] = record.variant_of
+        model_tags["assay.variant_method"] = version_tags["variant_method"] = record.variant_method or ""
     return tracking.register_model_version(
         tracking_uri, record.checkpoint, Path(record.path).as_uri(), run_id=record.run_id,
         model_tags=model_tags, model_params={"base_model": record.base_model, "domains": ",".join(record.domains)},
@@ -72,17 +81,18 @@ def _register_in_mlflow(record: CheckpointRecord, tracking_uri: str, artifact_ro
 def register_checkpoint(lake: Lake, tracking_uri: str, *, checkpoint: str, path: str | os.PathLike,
                         run_id: str | None, step: int, recipe: str, base_model: str,
                         domains: list[str], artifact_root: str | None = None,
-                        data_fingerprint: str | None = None) -> CheckpointRecord:
+                        data_fingerprint: str | None = None, variant_of: str | None = None,
+                        variant_method: str | None = None) -> CheckpointRecord:
     """Record a saved HF folder: metadata file, lake row, MLflow LoggedModel + model version."""
     record = CheckpointRecord(checkpoint=checkpoint, run_id=run_id, step=int(step), path=str(Path(path).resolve()),
                               recipe=recipe, base_model=base_model, domains=list(domains), created_at=_now(),
-                              data_fingerprint=data_fingerprint)
+                              data_fingerprint=data_fingerprint, variant_of=variant_of, variant_method=variant_method)
     folder = Path(record.path)
     if not (folder / "config.json").exists():
         raise CheckpointError(f"checkpoint folder {folder} has no config.json: save the model before registering it")
     record.mlflow_model_id = _register_in_mlflow(record, tracking_uri,
                                                  artifact_root or str(lake.mlflow_artifacts))
-    if not checkpoint.startswith("base-"):  # base folders are the shared model cache: leave them clean
+    if not checkpoint.startswith("base-") and not variant_of:  # base folders are the shared model cache
         meta = {k: v for k, v in asdict(record).items() if k in
                 ("checkpoint", "run_id", "step", "recipe", "base_model", "domains", "created_at", "data_fingerprint")}
         (folder / METADATA_FILE).write_text(json.dumps(meta, indent=2))
@@ -116,12 +126,16 @@ def ensure_base_checkpoint(recipe: str, lake: Lake, tracking_uri: str) -> Checkp
 
 
 def resolve_checkpoint(ref: str, lake: Lake, tracking_uri: str) -> CheckpointRecord:
-    """``ref``: a checkpoint id, ``"latest"``, ``"champion"`` or ``"base-<recipe>"``."""
+    """``ref``: a checkpoint id, ``"latest"`` (the newest trained checkpoint, variants aside),
+    ``"champion"``, ``"fast"`` (the certified fast variant) or ``"base-<recipe>"``."""
+    records = list_checkpoints(lake)
+    for record in records:  # an exact id first: a variant of a base model starts with "base-" too
+        if record.checkpoint == ref:
+            return record
     if ref.startswith("base-"):
         return ensure_base_checkpoint(ref[len("base-"):], lake, tracking_uri)
-    records = list_checkpoints(lake)
     if ref == "latest":
-        trained = [r for r in records if not r.checkpoint.startswith("base-")]
+        trained = [r for r in records if not r.checkpoint.startswith("base-") and not r.is_variant]
         if not trained:
             raise CheckpointError("no trained checkpoint yet: run `assay train` first")
         return trained[-1]
@@ -131,8 +145,15 @@ def resolve_checkpoint(ref: str, lake: Lake, tracking_uri: str) -> CheckpointRec
             raise CheckpointError(f"no champion yet: the alias '{tracking.CHAMPION_ALIAS}' on "
                                   f"'{tracking.REGISTERED_MODEL}' is unset (promote a checkpoint first)")
         ref = champion
+    if ref == tracking.FAST_ALIAS:
+        fast = tracking.alias_checkpoint(tracking_uri, tracking.FAST_ALIAS)
+        if fast is None:
+            raise CheckpointError(f"no fast variant yet: the alias '{tracking.FAST_ALIAS}' on "
+                                  f"'{tracking.REGISTERED_MODEL}' is unset (certify one with `assay variant`)")
+        ref = fast
     for record in records:
         if record.checkpoint == ref:
             return record
     known = ", ".join(r.checkpoint for r in records[-8:]) or "none"
-    raise CheckpointError(f"unknown checkpoint {ref!r} (latest known: {known}; also 'latest', 'champion', 'base-<recipe>')")
+    raise CheckpointError(f"unknown checkpoint {ref!r} (latest known: {known}; also 'latest', 'champion', 'fast', "
+                          "'base-<recipe>')")

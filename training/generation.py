@@ -484,6 +484,7 @@ class TorchEngine:
         self.prefill_chunk_tokens = prefill_chunk_tokens
         self.policy_ref = policy_ref
         self.rope_scaling = rope_scaling  # the spec the model was loaded with (training.rope), provenance
+        self.label: str | None = None  # what was done to the weights (a variant's method, e.g. int8), provenance
         self.stats = DecodeStats()  # accumulated over every generate call
 
     def kv_cache_bytes(self, tokens: int) -> int:
@@ -500,7 +501,8 @@ class TorchEngine:
     def identity(self) -> str:
         """The engine and the dtype it runs the model in, e.g. ``torch/bfloat16`` (provenance)."""
         dtype = str(next(self.model.parameters()).dtype).removeprefix('torch.')
-        return f"torch/{dtype}" + (f"/rope={self.rope_scaling}" if self.rope_scaling else "")
+        return (f"torch/{dtype}" + (f"/rope={self.rope_scaling}" if self.rope_scaling else "")
+                + (f"/{self.label}" if self.label else ""))
 
     def format_prompt(self, user_text: str) -> str:
         return chat_prompt(self.tokenizer, user_text)
@@ -607,11 +609,21 @@ def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: 
     ``auto`` (:func:`resolve_backend`) passes each engine the options it knows and drops the other
     engine's (e.g. ``max_batch_size`` when vLLM is chosen: vLLM schedules its own batches).
     """
+    from training.policy import policy_path
+    from training.variants import read_manifest, variant_engine
+
+    folder = policy_path(policy_ref, options.get("home"))
+    manifest = read_manifest(folder)
+    if manifest is not None:  # a variant is served by its method's engine, whatever the backend asked
+        from training.device import engine_dtype
+
+        _log_once(f"generation engine: variant {manifest.variant} ({manifest.method}), backend {backend!r} not used")
+        dtype = engine_dtype(options.get("dtype", "bfloat16"), "cpu", log=_log_once)  # its torch parts run on the CPU
+        return variant_engine(folder, manifest, **{**options, "dtype": dtype})
     if backend == "auto":
-        from training.policy import policy_path
         from training.vllm_engine import VllmOptions
 
-        backend, _ = resolve_backend("auto", policy_path(policy_ref, options.get("home")))
+        backend, _ = resolve_backend("auto", folder)
         known = TORCH_OPTIONS if backend == "torch" else tuple(VllmOptions.model_fields)
         options = {k: v for k, v in options.items() if k in known}
     if backend in ("torch", "vllm"):  # bf16 where the CPU would only emulate it: fp32 (training.device)
