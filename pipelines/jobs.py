@@ -47,4 +47,13 @@ checkpoint_evaluation_job = dg.define_asset_job(
     description="Sweep a checkpoint, compare it with the champion, and promote it or refuse.",
 )
 
-JOBS = [ingest_job, domain_pipeline_job, difficulty_refresh_job, training_job, checkpoint_sweep_job, checkpoint_evaluation_job]
+# Per checkpoint partition: make, time and certify its fast variant (the variant itself is then a
+# checkpoint partition of its own, evaluated by checkpoint_evaluation_job).
+fast_variant_job = dg.define_asset_job(
+    "fast_variant_job", selection=dg.AssetSelection.assets("fast_variant"), partitions_def=checkpoint_partitions,
+    description="Make a checkpoint's fast variant, time it against the checkpoint, prove per-domain "
+                "non-inferiority and move the 'fast' alias when certified.",
+)
+
+JOBS = [ingest_job, domain_pipeline_job, difficulty_refresh_job, training_job, checkpoint_sweep_job,
+        checkpoint_evaluation_job, fast_variant_job]

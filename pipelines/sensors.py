@@ -11,13 +11,16 @@ requests ``checkpoint_evaluation_job`` (sweep -> regression report -> promotion)
 last acted on. When the champion changes it records an observation of the ``champion`` source
 asset (data version = the checkpoint id) and requests ``difficulty_refresh_job`` for each domain
 whose difficulty follows the champion (see :mod:`assets.difficulty` for why a sensor).
+
+``champion_fast_variant_sensor`` (stopped by default) requests ``fast_variant_job`` for each new
+champion, so a team that turns it on always has a certified ``fast`` variant of the champion.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from pipelines.jobs import checkpoint_evaluation_job, difficulty_refresh_job
+from pipelines.jobs import checkpoint_evaluation_job, difficulty_refresh_job, fast_variant_job
 from pipelines.partitions import checkpoint_partitions, domain_partitions
 from pipelines.resources import LakeResource, MlflowResource
 
@@ -89,4 +92,20 @@ def champion_change_sensor(context: dg.SensorEvaluationContext, lake: LakeResour
     return dg.SensorResult(run_requests=runs, asset_events=[observation], cursor=now)
 
 
-SENSORS = [new_checkpoint_sensor, champion_change_sensor]
+@dg.sensor(job=fast_variant_job, minimum_interval_seconds=60,
+           default_status=dg.DefaultSensorStatus.STOPPED,  # hours of sweeps on a CPU: a team opts in, in the UI
+           description="When the MLflow alias 'champion' moves to a new checkpoint: requests fast_variant_job for it "
+                       "(its variant made, timed and certified with fast_variant's config). Off by default; turn it "
+                       "on in the UI to keep a certified fast variant of every champion.")
+def champion_fast_variant_sensor(context: dg.SensorEvaluationContext, mlflow: MlflowResource) -> dg.SensorResult:
+    from assets.difficulty import NO_CHAMPION, champion_version
+
+    now = champion_version(mlflow)
+    if now == (context.cursor or NO_CHAMPION) or now == NO_CHAMPION:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"champion unchanged or unset ({now})"), cursor=now)
+    return dg.SensorResult(run_requests=[dg.RunRequest(partition_key=now, run_key=f"fast-variant-{now}",
+                                                       tags={"assay.trigger": "champion_change"})],
+                           cursor=now)
+
+
+SENSORS = [new_checkpoint_sensor, champion_change_sensor, champion_fast_variant_sensor]

@@ -79,6 +79,17 @@ def test_sweep_asset_schema_is_sweep_config():
         assert fields[name].description, name
 
 
+def test_fast_variant_schema_is_variant_config_plus_domains():
+    from assets.variants import fast_variant
+    from evaluation.variant_config import VariantConfig
+
+    fields = _schema_fields(fast_variant)
+    mirrored = {n: f for n, f in VariantConfig.model_fields.items() if n != "progress"}
+    assert set(fields) - set(mirrored) == {"domains"} and set(mirrored) <= set(fields)
+    for name, info in mirrored.items():
+        assert fields[name].description == info.description and fields[name].default_value == info.default, name
+
+
 @pytest.mark.parametrize("module, asset_name, library", [
     ("assets.ingest", "domain_samples", "quality.ingest:IngestSettings"),
     ("assets.quality", "gated_samples", "quality.batch_gates:GateSettings"),

@@ -124,10 +124,10 @@ def test_heavy_assets_are_in_their_concurrency_pools():
             kinds[name] = set(assets_def.specs_by_key[key].kinds)
     trainers = {n for n, k in kinds.items() if "deepspeed" in k}
     generators = {n for n, k in kinds.items() if "torch" in k} - trainers
-    assert trainers == {"policy_checkpoint"} and generators == {"checkpoint_sweep", "policy_pass_rates"}
+    assert trainers == {"policy_checkpoint"} and generators == {"checkpoint_sweep", "policy_pass_rates", "fast_variant"}
     assert all(pools[n] == POOL_TRAINER for n in trainers)
     assert all(pools[n] == POOL_SWEEP for n in generators)
     assert pools == {"domain_samples": POOL_INGEST, "gated_samples": POOL_INGEST, "domain_train_set": None,
                      "policy_checkpoint": POOL_TRAINER, "checkpoint_sweep": POOL_SWEEP,
                      "policy_pass_rates": POOL_SWEEP,
-                     "regression_report": None, "champion_promotion": None}
+                     "regression_report": None, "champion_promotion": None, "fast_variant": POOL_SWEEP}
