@@ -25,6 +25,7 @@ page = st.navigation([
     st.Page("app_pages/domain.py", title="Domain", icon=":material/search:", url_path="domain"),
     st.Page("app_pages/training.py", title="Training", icon=":material/show_chart:", url_path="training"),
     st.Page("app_pages/regressions.py", title="Regressions", icon=":material/balance:", url_path="regressions"),
+    st.Page("app_pages/variants.py", title="Variants", icon=":material/speed:", url_path="variants"),
 ])
 
 home = data.current_home()  # ASSAY_HOME and ASSAY_DOMAINS_PATH are read here, once per session

@@ -210,3 +210,75 @@ def pass_rate_moves(checkpoints: pl.DataFrame) -> alt.Chart:
         color=alt.Color("measure:N", title="measure"),
         tooltip=["checkpoint", "role", "measure", alt.Tooltip("pct:Q", format=".1f", title="%")],
     ).properties(height=220, title="How the domain's difficulty moves as champions change")
+
+
+VARIANT_VERDICT_COLOURS = {"non_inferior": "#2ca02c", "underpowered": "#9467bd", "inferior": "#d62728"}
+
+
+def variant_tradeoff(variants: pl.DataFrame, domains: pl.DataFrame) -> alt.Chart:
+    """Speed vs quality: one point per (variant, domain) at the variant's speedup at batch 1 (log
+    axis) and the domain's Δ vs the parent with its 95% CI, coloured by verdict. A variant's domains
+    share its x, so each column reads as what that speed costs per domain; the dashed rules are the
+    bars a ``fast`` variant clears (min_speedup to the right, every CI low above -margin)."""
+    speed = variants.select("decision", "method", "speedup_batch1", "min_speedup")
+    data = domains.join(speed, on="decision").filter(
+        pl.col("delta").is_not_null() & (pl.col("speedup_batch1") > 0) & pl.col("speedup_batch1").is_finite()
+    ).with_columns(
+        (pl.col("delta") * 100).alias("delta_pts"), (pl.col("ci_low") * 100).alias("ci_low_pts"),
+        (pl.col("ci_high") * 100).alias("ci_high_pts"), (pl.col("margin") * 100).alias("margin_pts"))
+    # a verdict this page does not know yet still gets a (grey) colour rather than none
+    verdicts = [*VARIANT_VERDICT_COLOURS, *sorted(set(data["verdict"].drop_nulls()) - set(VARIANT_VERDICT_COLOURS))]
+    colour = alt.Color("verdict:N", title="non-inferiority verdict", scale=alt.Scale(
+        domain=verdicts, range=[VARIANT_VERDICT_COLOURS.get(v, "#7f7f7f") for v in verdicts]))
+    required = pl.DataFrame({"min_speedup": data["min_speedup"].drop_nulls().unique()})
+    # padded on a log axis, so the outermost variants' labels and error bars are not cut at the edge
+    ends = pl.concat([data["speedup_batch1"], required["min_speedup"]])
+    span = [float(ends.min()) / 1.2, float(ends.max()) * 1.2] if ends.len() else alt.Undefined
+    x = alt.X("speedup_batch1:Q", scale=alt.Scale(type="log", base=2, nice=False, domain=span),
+              title="speedup over the parent at batch 1 (tokens/s ratio, log scale)")
+    y_title = "Δ score vs parent (percentage points, 95% CI)"
+    bars = alt.Chart(_pandas(data)).mark_rule(strokeWidth=2).encode(
+        x=x, y=alt.Y("ci_low_pts:Q", title=y_title), y2="ci_high_pts:Q", color=colour)
+    dots = alt.Chart(_pandas(data)).mark_point(filled=True, size=70).encode(
+        x=x, y=alt.Y("delta_pts:Q", title=y_title), color=colour,
+        tooltip=["variant", "method", "domain", "n",
+                 alt.Tooltip("speedup_batch1:Q", title="speedup at batch 1", format=".2f"),
+                 alt.Tooltip("delta_pts:Q", title="Δ (pts)", format="+.2f"),
+                 alt.Tooltip("ci_low_pts:Q", title="CI low (pts)", format="+.2f"),
+                 alt.Tooltip("ci_high_pts:Q", title="CI high (pts)", format="+.2f"),
+                 alt.Tooltip("margin_pts:Q", title="margin (pts)", format=".1f"), "verdict"])
+    labels = alt.Chart(_pandas(data.group_by("variant", "method", "speedup_batch1").agg(
+        pl.col("ci_high_pts").max()))).mark_text(dy=-10, fontSize=11).encode(
+        x=x, y="ci_high_pts:Q", text="method:N")
+    floors = pl.DataFrame({"floor_pts": -data["margin_pts"].drop_nulls().unique()})
+    speed_rule = alt.Chart(_pandas(required)).mark_rule(strokeDash=[6, 4], color="#1f77b4").encode(
+        x="min_speedup:Q", tooltip=[alt.Tooltip("min_speedup:Q", title="speedup required (x)")])
+    margin_rule = alt.Chart(_pandas(floors)).mark_rule(strokeDash=[6, 4], color="#d62728").encode(
+        y="floor_pts:Q", tooltip=[alt.Tooltip("floor_pts:Q", title="-margin (pts)", format=".1f")])
+    zero = alt.Chart(_pandas(pl.DataFrame({"y": [0.0]}))).mark_rule(color="grey", opacity=0.5).encode(y="y:Q")
+    return (zero + margin_rule + speed_rule + bars + dots + labels).properties(height=340)
+
+
+def variant_throughput(variants: pl.DataFrame) -> alt.Chart:
+    """Tokens/s of each variant beside its parent's, at batch 1 and at the sweep's batch: a
+    quantized or speculative variant that wins one prompt at a time can lose at a full batch, which
+    decides whether it suits an interactive or a bulk use."""
+    sides = []
+    for setting, suffix in (("batch 1", "_batch1"), ("sweep batch", "_batch")):
+        for side, prefix in (("parent", "parent_"), ("variant", "")):
+            sides.append(variants.select(
+                "variant", "batch", pl.lit(setting).alias("setting"), pl.lit(side).alias("side"),
+                pl.col(f"{prefix}tokens_per_s{suffix}").alias("tokens_per_s")))
+    data = pl.concat(sides).drop_nulls("tokens_per_s")
+    chart = alt.Chart(_pandas(data)).mark_bar().encode(
+        x=alt.X("variant:N", title=None, axis=alt.Axis(labelAngle=-25, labelLimit=240, labelOverlap=False)),
+        xOffset=alt.XOffset("side:N", sort=["parent", "variant"]),
+        y=alt.Y("tokens_per_s:Q", title="decode throughput (tokens/s)"),
+        color=alt.Color("side:N", title="measured", sort=["parent", "variant"],
+                        scale=alt.Scale(domain=["parent", "variant"], range=["#7f7f7f", "#1f77b4"])),
+        column=alt.Column("setting:N", title=None, sort=["batch 1", "sweep batch"]),
+        tooltip=["variant", "side", "setting", alt.Tooltip("batch:Q", title="sweep batch (prompts)"),
+                 alt.Tooltip("tokens_per_s:Q", title="tokens/s", format=".1f")],
+    ).properties(height=240, width=alt.Step(24), title="Throughput, parent vs variant, measured in the same run")
+    # batch-1 figures are a fraction of the batched ones: a shared axis would flatten them
+    return chart.resolve_scale(y="independent")

@@ -263,6 +263,26 @@ def domains_in_lake(home: str) -> list[str]:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
+def variants(home: str) -> dict:
+    """Each variant's newest certification (``variants``), the per-domain tests of those decisions
+    (``domains``: only their partitions are read, not every certification ever run) and the lake's
+    record of which variant holds the ``fast`` alias (``fast``, or None)."""
+    lake = _lake(home)
+    con = Q.open_views(lake, ["variants"])
+    try:
+        latest, holder = Q.latest_variants(con), Q.fast_alias_holder(con)
+    finally:
+        con.close()
+    decisions = latest["decision"].to_list()
+    con = Q.open_views(lake, {"variant_domains": [{"decision": d} for d in decisions]} if decisions else [])
+    try:
+        domains = Q.variant_domain_rows(con, decisions)
+    finally:
+        con.close()
+    return {"variants": latest, "domains": domains, "fast": holder}
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
 def training(home: str) -> dict:
     con = Q.open_views(_lake(home), ["training_history"])
     try:

@@ -19,6 +19,7 @@ from typing import Iterable, Mapping, Sequence
 
 import polars as pl
 
+from storage import tables as T
 from storage.lake import Lake
 
 # view name -> (table folder, file stem); see storage/lake.py and storage/tables.py
@@ -27,7 +28,7 @@ VIEW_SOURCES: dict[str, tuple[str, str]] = {
     "quarantine": ("ingest", "quarantine"),
     **{name: (name, "part") for name in (
         "gate_results", "difficulty", "train_set", "checkpoints", "training_history", "results",
-        "sweep_summary", "regression", "promotions", "pass_rates",
+        "sweep_summary", "regression", "promotions", "pass_rates", "variants", "variant_domains",
     )},
 }
 
@@ -583,6 +584,52 @@ def item_changes(con, domain: str, baseline: str, candidate: str, gen_config: st
                {prompt_cols}, b.completion AS baseline_completion, c.completion AS candidate_completion
         FROM b JOIN c USING (item_id) {prompt_join}
         ORDER BY change, b.item_id""", params)
+
+
+# -- variants page ----------------------------------------------------------------------------
+
+# verdicts of a domain's non-inferiority test of variant vs parent, worst first: underpowered
+# (neither non-inferiority nor inferiority shown at the items swept) is no pass
+VARIANT_VERDICTS = ("inferior", "underpowered", "non_inferior")
+
+
+def latest_variants(con) -> pl.DataFrame:
+    """Each variant's newest certification (lake table ``variants``), one row per variant, by
+    parent and fastest first: a variant certified again (more items, a quieter machine) is judged
+    by its last decision. The columns of ``storage.tables.VARIANTS``, also when the table is absent
+    (a lake older than variants)."""
+    if not has_view(con, "variants"):
+        return T.empty(T.VARIANTS)
+    # columns named, not SELECT *: a view bound by an older first file would drop a later column
+    # silently, where naming it fails and makes LakeViews rebind every file by name
+    return T.conform(_frame(con, f"""
+        SELECT {', '.join(T.VARIANTS)} FROM variants
+        QUALIFY row_number() OVER (PARTITION BY variant ORDER BY created_at DESC, decision DESC) = 1
+        ORDER BY parent, speedup_batch1 DESC NULLS LAST, variant"""), T.VARIANTS)
+
+
+def fast_alias_holder(con) -> dict | None:
+    """The newest certification that moved the ``fast`` alias (variant, parent, decision,
+    created_at): the lake's record of where the alias points. A later refused certification does
+    not move it back, so the holder's own latest decision may be a refusal."""
+    if not has_view(con, "variants"):
+        return None
+    frame = _frame(con, "SELECT variant, parent, decision, created_at FROM variants WHERE fast_alias "
+                        "ORDER BY created_at DESC, decision DESC LIMIT 1")
+    return frame.row(0, named=True) if frame.height else None
+
+
+def variant_domain_rows(con, decisions: Sequence[str]) -> pl.DataFrame:
+    """The per-domain non-inferiority tests of ``decisions`` (lake table ``variant_domains``),
+    worst verdict first within a decision. The columns of ``storage.tables.VARIANT_DOMAINS``, also
+    when the table is absent."""
+    if not has_view(con, "variant_domains") or not decisions:
+        return T.empty(T.VARIANT_DOMAINS)
+    rank = " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(VARIANT_VERDICTS))
+    return T.conform(_frame(con, f"""
+        SELECT {', '.join(T.VARIANT_DOMAINS)} FROM variant_domains WHERE list_contains($1, decision)
+        ORDER BY decision, CASE verdict {rank} ELSE {len(VARIANT_VERDICTS)} END, delta, domain""",
+                            [list(decisions)]), T.VARIANT_DOMAINS)
 
 
 # -- training page ----------------------------------------------------------------------------

@@ -5,7 +5,8 @@ contracts in :mod:`storage.tables`, so the dashboard reads it exactly as it read
 ``make demo`` filled. The numbers are simulated, not invented per table: each checkpoint has a true
 accuracy per domain, ``results`` are sampled from it, and ``sweep_summary``, ``regression`` (paired
 test, Benjamini-Hochberg q, MDE) and ``promotions`` are computed from those results, so the items a
-domain page lists as lost or gained agree with the deltas on the overview.
+domain page lists as lost or gained agree with the deltas on the overview. The certifications of
+fast variants (``variants``, ``variant_domains``) are planted figures, consistent among themselves.
 
 Preview the dashboard without running the pipeline::
 
@@ -234,6 +235,7 @@ def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now:
             champion = cand
             promoted_at[cand] = created[cand]
     _write_pass_rates(lake, spec, names, ckpts, truth, promoted_at, created)
+    _write_variants(lake, spec, names, champion, now)
     if spec.with_mlflow:
         _register_champion(lake, ckpts, champion, run_id)
     return {"domains": names, "checkpoints": ckpts, "champion": champion, "run_id": run_id}
@@ -266,6 +268,79 @@ def _write_pass_rates(lake: Lake, spec: SyntheticSpec, names: list[str], ckpts: 
                              "created_at": at})
             lake.write_batch("pass_rates", {"checkpoint": c, "domain": d, "batch": f"{PASS_RATE_GEN_CONFIG}-k8"},
                              {"part": _frame(rows, T.PASS_RATES)})
+
+
+VARIANT_MARGIN, VARIANT_MIN_SPEEDUP, VARIANT_Z = 0.02, 2.0, 1.96  # evaluation.variant_config defaults
+# the parent measured on its standard engine: tokens/s at batch 1 and at the sweep batch, TTFT, peak GiB
+PARENT_SPEED = {"engine": "torch:bfloat16", "batch1": 42.0, "batch": 320.0, "ttft": 0.21, "rss": 2.1}
+# (method, engine, speedup at batch 1, at the sweep batch, TTFT s, peak GiB, items per domain, planted
+# verdicts by domain index, minutes before now), oldest first; the first gguf-q4_0 certification, on too
+# few items, is underpowered everywhere and superseded by the second
+VARIANT_PLANS = (
+    ("gguf-q4_0", "llama.cpp:gguf-q4_0", 2.7, 1.4, 0.09, 0.62, 40, {}, 240),
+    ("int8", "torch:int8", 1.3, 0.9, 0.17, 1.15, 200, {}, 180),
+    ("gguf-q4_0", "llama.cpp:gguf-q4_0", 2.8, 1.4, 0.09, 0.62, 200, {}, 120),
+    ("spec-ngram", "speculative:ngram", 2.2, 0.85, 0.22, 2.2, 200, {0: "inferior", 1: "underpowered"}, 60),
+)
+
+
+def _noninferiority_row(n: int, delta: float, se: float) -> dict:
+    """Test statistics of one domain at the default margin, by the rule of the non-inferiority
+    test: CI low above -margin is non-inferior, CI high below it inferior, neither underpowered
+    (with the items that would show non-inferiority at this Δ and spread)."""
+    low, high = delta - VARIANT_Z * se, delta + VARIANT_Z * se
+    z = (delta + VARIANT_MARGIN) / se
+    verdict = "non_inferior" if low > -VARIANT_MARGIN else "inferior" if high < -VARIANT_MARGIN else "underpowered"
+    needed = (math.ceil(n * (VARIANT_Z * se / (delta + VARIANT_MARGIN)) ** 2)
+              if verdict == "underpowered" and delta > -VARIANT_MARGIN else None)
+    return {"n": n, "k": 1, "margin": VARIANT_MARGIN, "delta": delta, "ci_low": low, "ci_high": high,
+            "p_noninferior": _normal_sf(z), "p_inferior": _normal_sf(-z), "verdict": verdict, "test": "paired_z",
+            "items_for_power": needed}
+
+
+def _write_variants(lake: Lake, spec: SyntheticSpec, names: list[str], parent: str, now: datetime) -> None:
+    """Certifications of fast variants of the champion (``variants``, ``variant_domains``), planted
+    rather than simulated (their sweeps' results are not written): a gguf-q4_0 variant first
+    underpowered on 40 items, then equivalent on 200 and 2.8x faster (it takes the ``fast`` alias);
+    an equivalent int8 variant only 1.3x faster; a spec-ngram variant 2.2x faster at batch 1 but
+    slower at the sweep batch, inferior on the first domain and underpowered on the second."""
+    rng = random.Random(spec.seed * 6271 + 5)  # its own stream: the other tables stay as they were
+    for i, (method, engine, speedup1, speedup, ttft, rss, items, planted, minutes) in enumerate(VARIANT_PLANS):
+        variant, at = f"{parent}--{method}", _iso(now - timedelta(minutes=minutes))
+        decision = f"v{i:04d}-{variant}"
+        domains = []
+        for j, d in enumerate(names):
+            plant = planted.get(j)
+            if plant == "inferior":
+                stats = _noninferiority_row(items, -0.06, 0.01)
+            elif plant == "underpowered":
+                stats = _noninferiority_row(items, -0.012, 0.006)  # answers differ often: a wide CI
+            elif items < 100:
+                stats = _noninferiority_row(items, rng.uniform(-0.006, 0.004), rng.uniform(0.015, 0.02))
+            else:
+                stats = _noninferiority_row(items, rng.uniform(-0.006, 0.004), rng.uniform(0.003, 0.0055))
+            domains.append({"decision": decision, "variant": variant, "parent": parent, "domain": d, **stats,
+                            "created_at": at})
+        failing = [r for r in domains if r["verdict"] != "non_inferior"]
+        reasons = [f"{speedup1:.2f}x tokens/s at batch 1, below the {VARIANT_MIN_SPEEDUP:g}x required"] \
+            if speedup1 < VARIANT_MIN_SPEEDUP else []
+        reasons += [f"{r['domain']} {r['verdict']}" + (f" (needs {r['items_for_power']} items)"
+                                                      if r["items_for_power"] else "") for r in failing]
+        fast = not reasons
+        base = PARENT_SPEED
+        row = {"decision": decision, "variant": variant, "parent": parent, "method": method, "created_at": at,
+               "engine": engine, "parent_engine": base["engine"], "batch": 16, "new_tokens": 64,
+               "tokens_per_s_batch1": base["batch1"] * speedup1, "parent_tokens_per_s_batch1": base["batch1"],
+               "speedup_batch1": speedup1, "tokens_per_s_batch": base["batch"] * speedup,
+               "parent_tokens_per_s_batch": base["batch"], "speedup_batch": speedup, "ttft_s": ttft,
+               "parent_ttft_s": base["ttft"], "peak_rss_gib": rss, "parent_peak_rss_gib": base["rss"],
+               "margin": VARIANT_MARGIN, "min_speedup": VARIANT_MIN_SPEEDUP, "equivalent": not failing,
+               "fast_alias": fast,
+               "reason": (f"certified: equivalent on every domain and {speedup1:.2f}x at batch 1" if fast
+                          else "refused: " + "; ".join(reasons)),
+               "load_average": round(0.4 + 0.3 * i, 2)}
+        lake.write_batch("variant_domains", {"decision": decision}, {"part": _frame(domains, T.VARIANT_DOMAINS)})
+        lake.write_batch("variants", {"decision": decision}, {"part": _frame([row], T.VARIANTS)})
 
 
 def _register_champion(lake: Lake, ckpts: list[str], champion: str, run_id: str) -> None:
