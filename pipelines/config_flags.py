@@ -57,6 +57,7 @@ def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], *, 
                             "is taken from there")
         default = field.get_default(call_default_factory=True)
         help_text = field.description + ("" if default is None else f" (default: {_shown(default)})")
+        help_text = help_text.replace("%", "%%")  # argparse expands %-formats in help ("95% CI" would break --help)
         annotation, _ = _strip_optional(field.annotation)
         options: dict[str, Any] = {"dest": name, "default": default, "help": help_text}
         if annotation is bool:
