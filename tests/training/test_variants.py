@@ -107,3 +107,21 @@ def test_torchao_variant_stays_close_to_the_parent(method, tiny_checkpoint, tmp_
             # quantized weights: the same function up to rounding, and not the identical computation
             assert cosine > 0.99 and not torch.equal(want, got), (method, cosine)
     assert "Int8" in type(engine.model.model.layers[0].self_attn.q_proj.weight).__name__ or method != "int8"
+
+
+def test_gguf_variant_is_served_by_llama_cpp(tiny_checkpoint, tmp_path):
+    problem = unavailable_reason("gguf-q8_0")
+    if problem:
+        pytest.skip(problem)
+    from training.gguf_export import gguf_quant_of
+
+    folder = make_variant("wide", tiny_checkpoint, "gguf-q8_0", tmp_path / "checkpoints")
+    manifest = read_manifest(folder)
+    assert manifest.artifact == "model.q8_0.gguf" and gguf_quant_of(folder / manifest.artifact) == "q8_0"
+    assert manifest.library.startswith("llama-cpp-python")
+    engine = make_engine(str(folder), "vllm", dtype="float32", home=str(tmp_path))  # the manifest decides
+    assert engine.name == "llama.cpp" and engine.identity.endswith("/q8_0")
+    texts = [g[0].text for g in engine.generate([engine.format_prompt(p) for p in PROMPTS],
+                                                SamplingParams(max_new_tokens=8))]
+    assert len(texts) == len(PROMPTS) and any(texts)
+    engine.close()
