@@ -27,6 +27,19 @@ import sys
 import time
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory: ``VmHWM``, which an ``exec`` starts afresh (``ru_maxrss``
+    keeps the peak of the process that forked it, e.g. a bench that had a model loaded)."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # no procfs: KiB on Linux, may include the forker's
+
+
 def measure(model_dir: str, prompts: list[str], *, max_new_tokens: int, batch1_prompts: int, dtype: str,
             home: str | None, threads: int | None) -> dict:
     from training.generation import SamplingParams, make_engine
@@ -57,7 +70,7 @@ def measure(model_dir: str, prompts: list[str], *, max_new_tokens: int, batch1_p
     outs = engine.generate(formatted, greedy)
     batch_s = time.perf_counter() - t0
     batch_tokens = sum(o[0].completion_tokens for o in outs)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    peak = peak_rss_bytes()
     identity = getattr(engine, "identity", None) or getattr(engine, "name", type(engine).__name__)
     engine.close()
     return {"engine": identity, "load_s": load_s, "ttft_s": statistics.median(ttft),
