@@ -53,7 +53,7 @@ def decode_rates(engine, batch: int, max_new_tokens: int, repeats: int) -> dict[
 def sampler_costs(batch: int, steps: int, repeats: int) -> dict[str, list[float]]:
     import torch
 
-    from training.generation import SamplingParams, _pick_tokens, _RowNoise
+    from training.generation import SamplingParams, pick_tokens, RowNoise
 
     params = SamplingParams(temperature=1.0)
     costs: dict[str, list[float]] = {}
@@ -67,9 +67,9 @@ def sampler_costs(batch: int, steps: int, repeats: int) -> dict[str, list[float]
             costs.setdefault(f"V={vocab} multinomial, shared generator", []).append(
                 (time.perf_counter() - start) / steps * 1e6)
             start = time.perf_counter()
-            noise = _RowNoise(list(range(batch)), steps, logits.device)
+            noise = RowNoise(list(range(batch)), steps, logits.device)
             for step in range(steps):
-                _pick_tokens(logits, params, noise.at(step))
+                pick_tokens(logits, params, noise.at(step))
             costs.setdefault(f"V={vocab} per-row inverse CDF (incl. drawing the uniforms)", []).append(
                 (time.perf_counter() - start) / steps * 1e6)
     return costs

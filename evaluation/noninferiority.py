@@ -95,7 +95,7 @@ from scipy import special, stats
 from scipy.special import gammaln, xlogy
 
 from evaluation.regression import (EXACT_MAX_N, NOT_COMPARABLE, NUISANCE_GRID, RegressionInputError, _paired_se,
-                                   _per_item, _recorded_configs, _tango_z, validate_results)
+                                   _per_item, _recorded_configs, _tango_z, json_safe, validate_results)
 
 DEFAULT_NI_MARGIN = 0.02     # two points on a 0-1 score
 DEFAULT_NI_ALPHA = 0.025     # one-sided, i.e. the lower bound of a two-sided 95% CI (ICH E9 practice)
@@ -124,11 +124,7 @@ class DomainEquivalence:
     gen_config: str | None = None
 
     def to_json(self) -> dict:
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                out[key] = None  # JSON has no NaN; a statistic that cannot be computed is null
-        return out
+        return json_safe(asdict(self))
 
 
 @dataclass

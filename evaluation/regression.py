@@ -399,11 +399,13 @@ class DomainComparison:
     gen_config: str | None = None   # the generation config both sides were swept with (if recorded)
 
     def to_json(self) -> dict:
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                out[key] = None  # JSON has no NaN; a statistic that cannot be computed is null
-        return out
+        return json_safe(asdict(self))
+
+
+def json_safe(row: dict) -> dict:
+    """``row`` with every non-finite float as None: JSON has no NaN, and a statistic that cannot be
+    computed is null, never a number."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
 
 
 @dataclass

@@ -69,6 +69,7 @@ import numpy as np
 import polars as pl
 
 from evaluation.comparability import gen_identity
+from evaluation.regression import json_safe
 from evaluation.sweep_config import SweepConfig  # defined apart so `assay sweep --help` needs no numpy/polars
 from storage.lake import Lake
 from storage.tables import RESULTS, SWEEP_SUMMARY, conform
@@ -115,12 +116,8 @@ class SweepResult:
     def to_json(self) -> dict:
         return {"checkpoint": self.checkpoint, "seconds": round(self.seconds, 3), "generated": self.generated,
                 "cached": self.cached, "model_loaded": self.model_loaded, "engine": self.engine,
-                "domains": [{**_json_safe(d.summary), "generated": d.generated, "cached": d.cached,
+                "domains": [{**json_safe(d.summary), "generated": d.generated, "cached": d.cached,
                              "seconds": round(d.seconds, 3)} for d in self.domains]}
-
-
-def _json_safe(row: dict) -> dict:
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
 
 
 # -- statistics of one checkpoint's results ------------------------------------------------------

@@ -58,7 +58,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, Sequence, get_args, runtime_checkable
 
-from training.prompts import chat_prompt, encode_prompt, prompt_format_of_tokenizer
+from training.prompts import TokenizerPrompts
 
 Backend = Literal["torch", "vllm", "auto"]
 """A generation backend as configs name it (``auto``: :func:`resolve_backend`)."""
@@ -257,7 +257,7 @@ def _filtered_logits(logits, params: SamplingParams):
     return logits
 
 
-def _pick_tokens(logits, params: SamplingParams, uniforms=None):
+def pick_tokens(logits, params: SamplingParams, uniforms=None):
     """One token per row: argmax when greedy, else inverse-CDF sampling with ``uniforms`` (one
     draw in [0, 1) per row, from that row's own stream): the first token whose cumulative
     probability exceeds ``u * total``. A token of probability 0 is never picked (its cumulative
@@ -275,7 +275,7 @@ def _pick_tokens(logits, params: SamplingParams, uniforms=None):
     return torch.minimum(picked, last)
 
 
-class _RowNoise:
+class RowNoise:
     """Each row's uniforms for the whole completion, drawn once from that row's own generator."""
 
     def __init__(self, seeds: list[int], steps: int, device):
@@ -292,7 +292,7 @@ class _RowNoise:
         self.tape = self.tape[index]
 
 
-class _StopChecker:
+class StopChecker:
     """Finds stop strings in the decoded tail of a row without decoding the whole row each step."""
 
     def __init__(self, tokenizer, stops: Sequence[str]):
@@ -355,7 +355,7 @@ def decode_batch(model, tokenizer, prompt_ids: list[list[int]], params: Sampling
         seeds = torch.randint(0, 2 ** SEED_BITS - 1, (len(prompt_ids), params.n), device="cpu").tolist()
     eos = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos), 0)
-    stops = _StopChecker(tokenizer, params.stop)
+    stops = StopChecker(tokenizer, params.stop)
     results: list[list[DecodedRow]] = [[] for _ in prompt_ids]
     device = next(model.parameters()).device
     stats = stats if stats is not None else DecodeStats()
@@ -385,7 +385,7 @@ def cache_argument(model) -> str:
 
 
 def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: set[int], pad_id: int,
-                  stops: _StopChecker, row_seeds: list[int], device, with_logprobs: bool,
+                  stops: StopChecker, row_seeds: list[int], device, with_logprobs: bool,
                   prefill_chunk: int, stats: DecodeStats):
     import torch
     from transformers import DynamicCache
@@ -418,13 +418,13 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
     stats.peak_kv_bytes = max(stats.peak_kv_bytes, _cache_bytes(cache))
     total = logits.shape[0]
     sampling = params.temperature > 0
-    noise = _RowNoise(row_seeds, params.max_new_tokens, logits.device) if sampling else None
+    noise = RowNoise(row_seeds, params.max_new_tokens, logits.device) if sampling else None
     generated: list[list[int]] = [[] for _ in range(total)]
     logprobs: list[list[float]] | None = [[] for _ in range(total)] if with_logprobs else None
     finished: list[tuple[int, list[int], str, list[float] | None]] = []
     active = list(range(total))  # batch row -> sequence index
     for step in range(params.max_new_tokens):
-        tokens = _pick_tokens(logits, params, noise.at(step) if sampling else None)
+        tokens = pick_tokens(logits, params, noise.at(step) if sampling else None)
         token_list = tokens.tolist()
         if with_logprobs:
             scaled = logits / params.temperature if sampling else logits
@@ -464,7 +464,7 @@ def _decode_chunk(model, prompts: list[list[int]], params: SamplingParams, eos: 
 # -- the torch engine ---------------------------------------------------------------------------
 
 
-class TorchEngine:
+class TorchEngine(TokenizerPrompts):
     """Batched KV-cache generation with plain torch (the CPU backend)."""
 
     name = "torch"
@@ -492,10 +492,6 @@ class TorchEngine:
         dtype = next(self.model.parameters()).dtype
         return kv_cache_bytes(self.model.config, tokens, dtype.itemsize)
 
-    @property
-    def prompt_format(self) -> str:
-        """What :meth:`format_prompt` does, as a sweep cache key (see :mod:`training.prompts`)."""
-        return prompt_format_of_tokenizer(self.tokenizer)
 
     @property
     def identity(self) -> str:
@@ -504,12 +500,7 @@ class TorchEngine:
         return (f"torch/{dtype}" + (f"/rope={self.rope_scaling}" if self.rope_scaling else "")
                 + (f"/{self.label}" if self.label else ""))
 
-    def format_prompt(self, user_text: str) -> str:
-        return chat_prompt(self.tokenizer, user_text)
 
-    def encode(self, prompts: Sequence[str]) -> list[list[int]]:
-        """Token ids of prompts already formatted by :meth:`format_prompt`."""
-        return [encode_prompt(self.tokenizer, p) for p in prompts]
 
     def generate(self, prompts: list[str], params: SamplingParams, seeds: Seeds | None = None, *,
                  with_logprobs: bool = False) -> list[list[Generation]]:

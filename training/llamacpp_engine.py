@@ -11,9 +11,9 @@ costs. So this engine keeps everything but the forward pass identical to
 - completions are decoded by that tokenizer (:func:`training.generation.completion_text`), cut at
   stop strings the same way; decoding stops at any EOS id of the tokenizer, ``config.json`` or
   ``generation_config.json``, at a stop string, or at ``max_new_tokens``;
-- sampling is the torch engine's own (``_pick_tokens`` on llama.cpp's logits, temperature /
+- sampling is the torch engine's own (``pick_tokens`` on llama.cpp's logits, temperature /
   top-k / top-p as given), with each sample's uniforms drawn from a ``torch.Generator`` seeded with
-  ``seeds[i][j]`` (``_RowNoise``). A seed therefore gives the same draws in both engines: a variant
+  ``seeds[i][j]`` (``RowNoise``). A seed therefore gives the same draws in both engines: a variant
   and its source sampled with the same seeds differ only where their logits do (common random
   numbers, so a quality comparison is not swamped by sampling noise), and a sample depends on its
   seed and prompt alone. llama.cpp's own samplers are not used: their seed is 32-bit (the project's
@@ -38,17 +38,16 @@ import secrets
 import time
 import weakref
 from pathlib import Path
-from typing import Sequence
 
-# the torch engine's stop check and sampler (private there; shared so both engines behave alike)
-from training.generation import (SEED_BITS, Generation, SamplingParams, Seeds, _pick_tokens, _RowNoise, _StopChecker,
+# the torch engine's stop check and sampler: shared so both engines turn a seed into the same draws
+from training.generation import (SEED_BITS, Generation, SamplingParams, Seeds, pick_tokens, RowNoise, StopChecker,
                                  completion_text, resolve_seeds)
-from training.prompts import chat_prompt, encode_prompt, prompt_format_of_tokenizer
+from training.prompts import TokenizerPrompts
 
 INSTALL_HINT = "`pip install llama-cpp-python` (or `make install`)"
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(TokenizerPrompts):
     """A llama.cpp model (a GGUF file) behind the :class:`training.generation.GenerationEngine`
     interface, with the Hugging Face tokenizer of the policy it was exported from."""
 
@@ -96,22 +95,13 @@ class LlamaCppEngine:
 
     # -- prompts (the same formatting and ids as the torch engine) ---------------------------------
 
-    @property
-    def prompt_format(self) -> str:
-        """What :meth:`format_prompt` does, as a sweep cache key (see :mod:`training.prompts`)."""
-        return prompt_format_of_tokenizer(self.tokenizer)
 
     @property
     def identity(self) -> str:
         """The engine, its version and the file's quantization, e.g. ``llama.cpp-0.3.36/q4_0``."""
         return f"llama.cpp-{self._version}/{self.quant}"
 
-    def format_prompt(self, user_text: str) -> str:
-        return chat_prompt(self.tokenizer, user_text)
 
-    def encode(self, prompts: Sequence[str]) -> list[list[int]]:
-        """Token ids of prompts already formatted by :meth:`format_prompt`."""
-        return [encode_prompt(self.tokenizer, p) for p in prompts]
 
     # -- generation ----------------------------------------------------------------------------------
 
@@ -148,12 +138,12 @@ class LlamaCppEngine:
         self.llm.eval(prompt)
         prompt_logits = self._last_logits()
         prefill_share = (time.perf_counter() - started) / params.n
-        stops = _StopChecker(self.tokenizer, params.stop)
+        stops = StopChecker(self.tokenizer, params.stop)
         out = []
         for j in range(params.n):
             started = time.perf_counter()
             self.llm.n_tokens = len(prompt)  # the next eval drops this prompt's earlier completion from the KV cache
-            noise = _RowNoise([seeds[j]], params.max_new_tokens, "cpu") if params.temperature > 0 else None
+            noise = RowNoise([seeds[j]], params.max_new_tokens, "cpu") if params.temperature > 0 else None
             logits, generated, reason = prompt_logits, [], None
             while reason is None:
                 token = self._pick(logits, params, noise, len(generated))
@@ -183,7 +173,7 @@ class LlamaCppEngine:
             return int(logits.argmax())
         import torch
 
-        return int(_pick_tokens(torch.from_numpy(logits)[None], params, noise.at(step))[0])
+        return int(pick_tokens(torch.from_numpy(logits)[None], params, noise.at(step))[0])
 
     def close(self) -> None:
         """Free the model and its KV cache (the engine cannot generate afterwards)."""

@@ -110,6 +110,26 @@ def prompt_format_of_folder(path) -> str:
     return RAW_PROMPT
 
 
+class TokenizerPrompts:
+    """What every engine does to prompts through its Hugging Face ``tokenizer``: format them
+    (:func:`chat_prompt`), encode them (:func:`encode_prompt`) and name the format for the sweep's
+    cache key. Engines inherit it, so prompts reach every engine as the same token ids."""
+
+    tokenizer: Any
+
+    @property
+    def prompt_format(self) -> str:
+        """What :meth:`format_prompt` does, as a sweep cache key."""
+        return prompt_format_of_tokenizer(self.tokenizer)
+
+    def format_prompt(self, user_text: str) -> str:
+        return chat_prompt(self.tokenizer, user_text)
+
+    def encode(self, prompts) -> list[list[int]]:
+        """Token ids of prompts already formatted by :meth:`format_prompt`."""
+        return [encode_prompt(self.tokenizer, p) for p in prompts]
+
+
 def prompt_format_of_engine(engine) -> str | None:
     """The prompt format of an engine: its ``prompt_format`` when it declares one, else that of its
     tokenizer; None when it has neither to ask."""

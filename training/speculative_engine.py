@@ -23,14 +23,13 @@ sample is reproducible, though not the same draw the torch engine makes from tha
 from __future__ import annotations
 
 import time
-from typing import Sequence
 
 from training.generation import (Generation, SamplingParams, Seeds, completion_text, eos_token_ids,
                                  resolve_seeds)
-from training.prompts import chat_prompt, encode_prompt, prompt_format_of_tokenizer
+from training.prompts import TokenizerPrompts
 
 
-class SpeculativeEngine:
+class SpeculativeEngine(TokenizerPrompts):
     name = "speculative"
 
     def __init__(self, model, tokenizer, *, draft_model=None, prompt_lookup_num_tokens: int | None = None,
@@ -45,20 +44,13 @@ class SpeculativeEngine:
         self.label = label or ("spec-draft" if draft_model is not None else "spec-ngram")
         self._eos = sorted(eos_token_ids(model, tokenizer))
 
-    @property
-    def prompt_format(self) -> str:
-        return prompt_format_of_tokenizer(self.tokenizer)
 
     @property
     def identity(self) -> str:
         dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
         return f"transformers-assisted/{dtype}/{self.label}"
 
-    def format_prompt(self, user_text: str) -> str:
-        return chat_prompt(self.tokenizer, user_text)
 
-    def encode(self, prompts: Sequence[str]) -> list[list[int]]:
-        return [encode_prompt(self.tokenizer, p) for p in prompts]
 
     def _generate_kwargs(self, params: SamplingParams) -> dict:
         kwargs = {"max_new_tokens": params.max_new_tokens, "eos_token_id": self._eos,

@@ -43,12 +43,12 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from training.generation import Generation, SamplingParams, Seeds, completion_text, resolve_seeds
-from training.prompts import chat_prompt, encode_prompt, prompt_format_of_tokenizer
+from training.prompts import TokenizerPrompts
 
 # Set before vLLM is imported (it reads them once). Users may override the logging ones.
 ENGINE_ENV = {
@@ -165,7 +165,7 @@ def unsupported_reason(model_dir: str | os.PathLike) -> str | None:
 # -- the engine ------------------------------------------------------------------------------------
 
 
-class VllmEngine:
+class VllmEngine(TokenizerPrompts):
     """A vLLM ``LLM`` on a policy folder, in this process (see the module docstring)."""
 
     name = "vllm"
@@ -243,10 +243,6 @@ class VllmEngine:
 
     # -- prompts (the same formatting and ids as the torch engine and the trainer) -----------------
 
-    @property
-    def prompt_format(self) -> str:
-        """What :meth:`format_prompt` does, as a sweep cache key (see :mod:`training.prompts`)."""
-        return prompt_format_of_tokenizer(self.tokenizer)
 
     @property
     def identity(self) -> str:
@@ -254,12 +250,7 @@ class VllmEngine:
         rope = f"/rope={self.options.rope_scaling}" if self.options.rope_scaling else ""
         return f"vllm-{self._vllm.__version__}/{self.options.dtype}{rope}"
 
-    def format_prompt(self, user_text: str) -> str:
-        return chat_prompt(self.tokenizer, user_text)
 
-    def encode(self, prompts: Sequence[str]) -> list[list[int]]:
-        """Token ids of prompts already formatted by :meth:`format_prompt`."""
-        return [encode_prompt(self.tokenizer, p) for p in prompts]
 
     # -- generation ----------------------------------------------------------------------------------
 

@@ -111,21 +111,21 @@ def test_inverse_cdf_sampler_draws_from_the_filtered_distribution():
     top-k, and a token outside the top-k is never picked."""
     import torch
 
-    from training.generation import _filtered_logits, _pick_tokens
+    from training.generation import _filtered_logits, pick_tokens
 
     logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])
     params = SamplingParams(temperature=0.7, top_k=4)
     rows = 200_000
     uniforms = torch.rand(rows, generator=torch.Generator().manual_seed(0))
-    picks = _pick_tokens(logits.expand(rows, -1), params, uniforms)
+    picks = pick_tokens(logits.expand(rows, -1), params, uniforms)
     freq = torch.bincount(picks, minlength=6).double() / rows
     expected = _filtered_logits(logits, params).softmax(-1)[0].double()
     assert float(expected[4:].sum()) == 0.0 and float(freq[4:].sum()) == 0.0
     se = (expected * (1 - expected) / rows).sqrt()
     assert bool(((freq - expected).abs() <= 5 * se + 1e-12).all()), (freq, expected)
     # u * total rounding up to total (here u = 1 exactly) picks the last kept token, not one past it
-    assert int(_pick_tokens(logits, params, torch.tensor([1.0]))) == 3
-    assert int(_pick_tokens(logits, params, torch.tensor([0.0]))) == 0
+    assert int(pick_tokens(logits, params, torch.tensor([1.0]))) == 3
+    assert int(pick_tokens(logits, params, torch.tensor([0.0]))) == 0
 
 
 def test_length_batches_group_long_prompts_small_and_short_ones_big():
