@@ -9,8 +9,9 @@ Methods (``--method``), each through a maintained library:
 
 - ``int8`` / ``int4``: weight-only quantization of every linear layer with torchao
   (``Int8WeightOnlyConfig``; ``Int4WeightOnlyConfig`` in its CPU packing), served by the project's
-  torch engine; activations stay in the engine's dtype. torchao 0.18 has no CPU int4 kernel, so
-  ``int4`` says so and is refused where the torch engine runs on a CPU.
+  torch engine; activations stay in the engine's dtype. torchao is opt-in (the ``torchao`` extra:
+  transformers imports it on every model load once installed, with import warnings); 0.18 has no
+  CPU int4 kernel, so ``int4`` says so and is refused where the torch engine runs on a CPU.
 - ``gguf-q8_0`` / ``gguf-q4_0``: the checkpoint exported to GGUF and quantized by llama.cpp's own
   quantizer (:mod:`training.gguf_export`), served by llama.cpp (:mod:`training.llamacpp_engine`).
 - ``spec-ngram``: prompt-lookup decoding (draft tokens copied from n-grams of the context) and
@@ -134,6 +135,11 @@ def unavailable_reason(method: str) -> str | None:
             return f"llama-cpp-python is not installed ({exc}); run `make install`"
         return None
     if family == "torchao":
+        import importlib.util
+
+        if importlib.util.find_spec("torchao") is None:
+            return ("torchao is not installed; it is opt-in (`.venv/bin/pip install -e '.[torchao]'`): once installed, "
+                    "transformers imports it on every model load and prints warnings; gguf-q8_0 is the default int8 path")
         try:
             import torch
             from torchao.quantization import quantize_

@@ -3,7 +3,7 @@ real sweeps into a real lake, the non-inferiority report, the MLflow alias and t
 
 Each scenario is one a user meets: a variant that really is its parent (speculative decoding
 verifies every token) on an eval set big enough to show it; the same, through the CLI, on one too
-small to show anything (underpowered, not a pass); a variant that changes answers (int8 weights on a model whose
+small to show anything (underpowered, not a pass); a variant that changes answers (4-bit weights on a model whose
 greedy path is fragile) judged by a scorer that only credits the parent's own answers.
 """
 
@@ -98,8 +98,8 @@ def test_a_variant_that_changes_answers_is_inferior(wide_parent):
     from training.generation import SamplingParams, make_engine
     from training.variants import unavailable_reason
 
-    if unavailable_reason("int8"):
-        pytest.skip(unavailable_reason("int8"))
+    if unavailable_reason("gguf-q4_0"):
+        pytest.skip(unavailable_reason("gguf-q4_0"))
     lake = wide_parent
     name, n = "parent_answers", 60
     probe = _domain(name, n)
@@ -109,7 +109,7 @@ def test_a_variant_that_changes_answers_is_inferior(wide_parent):
     answers = {item["id"]: out[0].text for item, out in zip(items, outs)}
     # credit only the parent's own greedy answer: the parent scores 1 on every item by construction
     domain = _domain(name, n, score=lambda c, s: float(c == s["answer"]), answers=answers)
-    cert = _certify(lake, [domain], method="int8", min_speedup=0.01, dtype="float32")
+    cert = _certify(lake, [domain], method="gguf-q4_0", min_speedup=0.01, dtype="float32")
     [result] = cert.report.domains
     assert result.items_gained == 0 and result.items_lost >= 10, result
     assert result.verdict == "inferior" and not cert.equivalent and not cert.fast_alias

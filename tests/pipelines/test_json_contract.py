@@ -83,6 +83,11 @@ CASES = {
                       # the domain's admitted train rows: the one row `ingest` admitted above
                       lambda d: isinstance(d, list) and len(d) == 1
                       and all(set(r) == {"id", "pass_rate", "samples", "verdict"} and r["samples"] == 2 for r in d)),
+    ("variant",): (("--from", "base-tiny", "--method", "spec-ngram", "--domains", "plug", "--limit", "3",
+                    "--max-new-tokens", "4", "--speed-prompts", "2", "--speed-batch1-prompts", "1",
+                    "--speed-new-tokens", "2", "--dtype", "float32"), {1},  # 3 items prove nothing: exit 1
+                   lambda d: {"variant", "parent", "method", "speedup_batch1", "speedup_batch", "domains",
+                              "fast_alias"} <= set(d) and d["domains"][0]["verdict"] == "underpowered"),
     ("regress",): (("--baseline", "{root}/base.parquet", "--candidate", "{root}/cand.parquet"), {0, 1},
                    lambda d: {"domains", "missing", "summary"} <= set(d) and d["domains"][0]["domain"] == "plug"),
     ("demo",): (("--recipe", "tiny", "--domains", "math_arith_easy", "--train-samples", "16", "--steps", "2",
