@@ -295,14 +295,19 @@ def promotion_lock(lake: Lake) -> FileLock:
     return FileLock(lake.home / "locks" / "promotion.lock")
 
 
+def decision_id(subject: str, now: datetime) -> str:
+    """A decision's id: time, subject and a random suffix, safe as a lake partition value."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", f"{now:%Y%m%dT%H%M%S}-{subject}-{uuid.uuid4().hex[:6]}")
+
+
 def _record(lake: Lake, decision: PromotionDecision) -> PromotionDecision:
     now = datetime.now(timezone.utc)
-    decision_id = re.sub(r"[^A-Za-z0-9_.\-]", "_", f"{now:%Y%m%dT%H%M%S}-{decision.candidate}-{uuid.uuid4().hex[:6]}")
-    row = {"decision": decision_id, "candidate": decision.candidate, "previous_champion": decision.previous_champion,
+    recorded_id = decision_id(decision.candidate, now)
+    row = {"decision": recorded_id, "candidate": decision.candidate, "previous_champion": decision.previous_champion,
            "promoted": decision.promoted, "reason": decision.reason, "created_at": now.isoformat(),
            "policy": decision.policy}
-    lake.write_batch("promotions", {"decision": decision_id}, {"part": pl.DataFrame([row], schema=PROMOTIONS)})
-    return replace(decision, decision_id=decision_id)
+    lake.write_batch("promotions", {"decision": recorded_id}, {"part": pl.DataFrame([row], schema=PROMOTIONS)})
+    return replace(decision, decision_id=recorded_id)
 
 
 def apply_promotion(lake: Lake, tracking_uri: str, decision: PromotionDecision, *,

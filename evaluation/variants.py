@@ -27,17 +27,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 import polars as pl
 
+from evaluation.promotion import decision_id
+from evaluation.regression import json_safe
 from evaluation.variant_config import VariantConfig
 from storage import tables, tracking
 from storage.lake import Lake
@@ -85,15 +85,12 @@ class VariantCertificate:
         return bool(self.report.equivalent)
 
     def to_json(self) -> dict:
-        def clean(value):
-            return None if isinstance(value, float) and value != value else value
-
         return {
-            "variant": self.variant, "parent": self.parent, "method": self.method,
-            "speedup_batch1": clean(self.speed.speedup_batch1), "speedup_batch": clean(self.speed.speedup_batch),
-            "domains": [{"domain": d.domain, "delta": clean(d.delta), "ci_low": clean(d.ci_low),
-                         "ci_high": clean(d.ci_high), "verdict": d.verdict, "n": d.n,
-                         "items_for_power": d.items_for_power} for d in self.report.domains],
+            **json_safe({"variant": self.variant, "parent": self.parent, "method": self.method,
+                         "speedup_batch1": self.speed.speedup_batch1, "speedup_batch": self.speed.speedup_batch}),
+            "domains": [json_safe({"domain": d.domain, "delta": d.delta, "ci_low": d.ci_low, "ci_high": d.ci_high,
+                                   "verdict": d.verdict, "n": d.n, "items_for_power": d.items_for_power})
+                        for d in self.report.domains],
             "fast_alias": self.fast_alias, "equivalent": self.equivalent, "reasons": self.reasons,
             "decision": self.decision, "margin": self.report.margin, "alpha": self.report.alpha,
             "speed": {"parent": self.speed.parent, "variant": self.speed.variant,
@@ -216,7 +213,7 @@ def decide(speed: SpeedReport, report, config: VariantConfig) -> tuple[bool, lis
 
 def _record(lake: Lake, cert: VariantCertificate, config: VariantConfig) -> str:
     now = datetime.now(timezone.utc)
-    decision = re.sub(r"[^A-Za-z0-9_.\-]", "_", f"{now:%Y%m%dT%H%M%S}-{cert.variant}-{uuid.uuid4().hex[:6]}")
+    decision = decision_id(cert.variant, now)
     p, v = cert.speed.parent, cert.speed.variant
     row = {"decision": decision, "variant": cert.variant, "parent": cert.parent, "method": cert.method,
            "created_at": now.isoformat(), "engine": v.get("engine"), "parent_engine": p.get("engine"),
