@@ -17,6 +17,7 @@ from domains.registry import ON_REQUEST_TAGS
 from evaluation.sweep_config import SweepConfig
 from pipelines.config_bridge import dagster_config
 from pipelines.instance import POOL_SWEEP
+from pipelines.k8s import k8s_op_tags
 from pipelines.partitions import checkpoint_partitions
 from pipelines.resources import LakeResource, MlflowResource, PolicyResource
 from storage.markdown import markdown_table
@@ -52,6 +53,7 @@ def _summary_table(domains: list[dict]) -> str:
     group_name="evaluation",
     kinds={"torch", "parquet", "mlflow"},
     pool=POOL_SWEEP,  # sweeps limited by cores across all runs (pipelines.instance)
+    op_tags=k8s_op_tags(POOL_SWEEP),  # GPU pod on the cluster profile (pipelines.k8s)
     description="Benchmark sweep of one checkpoint on every domain's eval items (K samples per item, "
                 "cached per item; resumable), with per-domain mean, pass@k, clustered SE and 95% CI.",
 )
@@ -79,7 +81,7 @@ def checkpoint_sweep(context: dg.AssetExecutionContext, config: SweepAssetConfig
         "model_loaded": payload["model_loaded"],
         "engine": payload["engine"] or "none (every sample cached)",
         "summary": dg.MetadataValue.md(_summary_table(payload["domains"])),
-        "lake_path": dg.MetadataValue.path(str(the_lake.table_dir("results") / f"checkpoint={result.checkpoint}")),
+        "lake_path": dg.MetadataValue.path(the_lake.location("results", {"checkpoint": result.checkpoint})),
     }
     if run_id:
         metadata["mlflow_run"] = dg.MetadataValue.url(mlflow.run_url(run_id))

@@ -28,6 +28,8 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from storage import deployment
+
 # Domain packs (one module registering many domains) are left out of the default "core" demo.
 PACK_SOURCES = ("domains/builtin/reasoning_gym_pack.py",)
 # Multi-turn terminal episodes cost minutes per checkpoint on a CPU: also out of "core" (add them by name).
@@ -334,8 +336,9 @@ def _run_stages(runner: JobRunner, lake, names: list[str], options: DemoOptions)
         "Where to look next:",
         "  make ui          Dagster UI (runs, materializations, checks): http://localhost:3000",
         "  make dashboard   Streamlit dashboard for domain owners: http://localhost:8501",
-        f"  mlflow ui --backend-store-uri sqlite:///{home / 'mlflow.db'} --port 5000   MLflow runs and models",
+        f"  mlflow ui --backend-store-uri {deployment.redacted(lake.mlflow_uri)} --port 5000   MLflow runs and models",
         "  assay sql \"SELECT domain, count(*) FROM samples GROUP BY 1\"   query the lake",
     ]
     result["text"] = "\n".join(lines)
     return result
+

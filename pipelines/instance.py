@@ -117,8 +117,14 @@ class ConcurrencySettings(BaseModel):
                 + ", ".join(f"{pool}={limit}" for pool, limit in self.pools.items()))
 
 
-def dagster_yaml(settings: ConcurrencySettings) -> str:
-    """The ``dagster.yaml`` Assay writes (Dagster 1.13 ``concurrency:`` schema)."""
+def dagster_yaml(settings: ConcurrencySettings, postgres_url: str | None = None) -> str:
+    """The ``dagster.yaml`` Assay writes (Dagster 1.13 ``concurrency:`` schema); with
+    ``postgres_url`` (the team profile) runs, events and schedules live in that PostgreSQL
+    database (``dagster-postgres``), so every machine of the team sees one instance."""
+    storage = "" if postgres_url is None else f"""storage:
+  postgres:
+    postgres_url: {postgres_url}
+"""
     return f"""{MANAGED_MARKER}
 # Written by Assay (pipelines/instance.py); it rewrites this file when the settings change.
 # Change the limits with ASSAY_MAX_CONCURRENT_RUNS, ASSAY_POOL_TRAINER, ASSAY_POOL_SWEEP and
@@ -138,15 +144,15 @@ concurrency:
 run_monitoring:
   enabled: true
   free_slots_after_run_end_seconds: 60
-"""
+{storage}"""
 
 
 def write_dagster_yaml(folder: Path, settings: ConcurrencySettings,
-                       note: Callable[[str], None] | None = None) -> Path:
+                       note: Callable[[str], None] | None = None, postgres_url: str | None = None) -> Path:
     """Create, upgrade or leave ``folder/dagster.yaml``; say on ``note`` what was done and why."""
     note = note or (lambda message: print(f"assay: {message}", file=sys.stderr))
     path = folder / "dagster.yaml"
-    wanted = dagster_yaml(settings)
+    wanted = dagster_yaml(settings, postgres_url)
     if not path.exists():
         path.write_text(wanted)
         return path
@@ -180,9 +186,13 @@ def dagster_home(home: str | os.PathLike | None = None, settings: ConcurrencySet
     """``$DAGSTER_HOME`` if set, else ``$ASSAY_HOME/dagster``; created, with Assay's dagster.yaml."""
     from storage.lake import resolve_home
 
+    from storage.deployment import load_profile
+
     path = Path(os.environ.get("DAGSTER_HOME") or resolve_home(home) / "dagster")
     path.mkdir(parents=True, exist_ok=True)
-    write_dagster_yaml(path, settings or ConcurrencySettings.from_env())
+    profile = load_profile()
+    write_dagster_yaml(path, settings or ConcurrencySettings.from_env(),
+                       postgres_url=profile.database_url("dagster") if profile.shared else None)
     return path
 
 

@@ -1,8 +1,9 @@
 """Dagster resources: the one place that says where data, runs and models live.
 
 Assets receive these; nothing inside an asset reads ``os.environ``. ``default_resources`` picks
-the local defaults (lake under ``ASSAY_HOME``, MLflow on SQLite there); a team deployment swaps
-the values here (object-store lake, PostgreSQL-backed MLflow) without touching assets.
+the deployment profile's (:mod:`storage.deployment`): locally the lake under ``ASSAY_HOME`` and
+MLflow on SQLite there; for a team the Iceberg lake on object storage and MLflow on PostgreSQL,
+without touching assets.
 """
 
 from __future__ import annotations
@@ -18,18 +19,17 @@ from training.generation import Backend
 
 
 class LakeResource(dg.ConfigurableResource):
-    """The Parquet lake under ``home`` (``ASSAY_HOME``)."""
+    """The lake of the deployment profile (``ASSAY_PROFILE``, :mod:`storage.deployment`): the
+    Parquet lake under ``home`` (``ASSAY_HOME``) locally, Iceberg on object storage for a team."""
 
     home: str = Field(description="the Assay home folder (ASSAY_HOME): the lake, MLflow store and checkpoints")
 
     def lake(self, write: bool = False) -> Lake:
         """The lake; an asset that writes asks ``write=True`` (creates the folder, cleans up after
         dead writers). Reading touches nothing on disk."""
-        if not write:
-            return Lake(resolve_home(self.home))
-        lake = Lake.at(self.home)
-        lake.recover()
-        return lake
+        from storage.deployment import open_lake
+
+        return open_lake(self.home, write=write)
 
 
 class MlflowResource(dg.ConfigurableResource):
@@ -74,8 +74,10 @@ class PolicyResource(dg.ConfigurableResource):
 
 
 def default_resources(home: str | None = None) -> dict[str, Any]:
+    from storage.deployment import open_lake
+
     root = resolve_home(home)
-    lake = Lake.at(root)
+    lake = open_lake(root, write=True)  # the profile says where MLflow's store and artifacts are
     resources: dict[str, Any] = {
         "lake": LakeResource(home=str(root)),
         "mlflow": MlflowResource(tracking_uri=lake.mlflow_uri, artifact_root=str(lake.mlflow_artifacts)),

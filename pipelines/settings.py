@@ -11,14 +11,13 @@ __all__ = ["HOME_ENV", "Lake", "resolve_home", "open_lake", "dagster_home"]
 
 
 def open_lake(home: str | os.PathLike | None = None, *, write: bool = False) -> Lake:
-    """The lake under ``home``. For reading (the default) nothing on disk is touched, not even a
+    """The lake of the deployment profile (``ASSAY_PROFILE``: :func:`storage.deployment.open_lake`):
+    under ``home`` locally. For reading (the default) nothing on disk is touched, not even a
     missing folder created. ``write=True`` creates the folder and cleans up after writers that
     died mid-write (:meth:`Lake.recover`; live writers' work is never touched)."""
-    if not write:
-        return Lake(resolve_home(home))
-    lake = Lake.at(home)
-    lake.recover()
-    return lake
+    from storage.deployment import open_lake as _open_lake
+
+    return _open_lake(home, write=write)
 
 
 def dagster_home(home: str | os.PathLike | None = None) -> Path:

@@ -160,6 +160,17 @@ class Lake:
             path = path / _check_part(key, value)
         return path
 
+    def location(self, table: str, partition: Mapping[str, Any] | None = None) -> str:
+        """Where ``table`` (one partition of it) lives, for people: its folder."""
+        return str(self.partition_dir(table, partition or {}))
+
+    def partition_values(self, table: str, key: str) -> list[str]:
+        """The values of partition ``key`` among ``table``'s top-level partition folders (names only)."""
+        base = self.table_dir(table)
+        if not base.is_dir():
+            return []
+        return sorted(p.name.split("=", 1)[1] for p in base.iterdir() if p.name.startswith(f"{key}="))
+
     # -- writes --------------------------------------------------------------------------------
 
     def write_batch(self, table: str, partition: Mapping[str, Any], frames: Mapping[str, pl.DataFrame],

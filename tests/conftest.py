@@ -12,6 +12,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the suite runs on the local profile unless a test asks for the team one (team_env): a
+# developer's shell sourced from `make team-up` must not send every test to their services
+for _name in ("ASSAY_PROFILE", "ASSAY_PROFILE_FILE", "ASSAY_POSTGRES_URL", "ASSAY_S3_ENDPOINT", "ASSAY_S3_BUCKET",
+              "ASSAY_LAKE_CATALOG", "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+    os.environ.pop(_name, None)
 
 PLUGIN_TEMPLATE = '''
 from domains import Domain
@@ -164,3 +169,37 @@ def write_task_suite(root: Path, name: str = "shell_tasks") -> Path:
                          "tags: [data]\n")
     write_task(suite, "hello")
     return suite
+
+
+@pytest.fixture(scope="session")
+def team_services():
+    """A real PostgreSQL (the system's package) and moto's S3 server for the whole session
+    (storage.team_services). Skipped where PostgreSQL is not installed, except in CI, where
+    `make test` installs it and a missing server is a failure."""
+    import tempfile
+
+    from storage.team_services import ServiceError, TeamServices
+
+    folder = Path(tempfile.mkdtemp(prefix="assay-team-"))  # under /tmp: the postgres user must reach it
+    try:
+        services = TeamServices.start(folder)
+    except ServiceError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"team services unavailable: {exc}")
+    yield services
+    services.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def team_env(team_services, monkeypatch) -> dict:
+    """The team profile pointed at the session's services, with a lake catalog of this test's own
+    (one PostgreSQL database holds many catalogs; Dagster and MLflow share theirs)."""
+    import uuid
+
+    env = {**team_services.env(), "ASSAY_LAKE_CATALOG": f"test-{uuid.uuid4().hex[:10]}"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env

@@ -17,6 +17,7 @@ import streamlit as st
 
 from domains.registry import DOMAINS_PATH_ENV, get_registry
 from storage import tracking
+from storage.deployment import redacted
 from storage.lake import Lake, resolve_home
 from ui import queries as Q
 
@@ -40,8 +41,25 @@ def current_domains_path() -> str | None:
     return st.session_state[DOMAINS_PATH_KEY]
 
 
+def mlflow_store(lake) -> tuple[bool, str]:
+    """Whether the lake's MLflow store exists, and how to name it on a page: the SQLite file
+    (local profile), else the server and database without credentials (team profile)."""
+    uri = lake.mlflow_uri
+    if uri.startswith("sqlite:///"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        return path.exists(), str(path)
+    return True, redacted(uri)
+
+
+def mlflow_ui_store(home: str) -> str:
+    """The ``--backend-store-uri`` to give ``mlflow ui`` for this lake (no password)."""
+    return redacted(_lake(home).mlflow_uri)
+
+
 def _lake(home: str) -> Lake:
-    return Lake(Path(home))  # not Lake.at(): reading must not create folders
+    from storage.deployment import open_lake
+
+    return open_lake(Path(home))  # for reading: creates no folders
 
 
 @st.cache_resource(show_spinner=False)
@@ -102,8 +120,8 @@ def champion(home: str) -> dict:
         recorded = Q.last_promotion(con)
     finally:
         con.close()
-    store = lake.home / "mlflow.db"
-    if not store.exists():
+    found, store = mlflow_store(lake)
+    if not found:
         return Q.reconcile_champion(None, recorded, store_error=f"no MLflow store at {store}")
     try:
         alias = tracking.current_champion(lake.mlflow_uri)
@@ -251,9 +269,7 @@ def domains_in_lake(home: str) -> list[str]:
     lake = _lake(home)
     names = set()
     for table in ("ingest", "gate_results", "difficulty", "train_set"):
-        base = lake.table_dir(table)
-        if base.is_dir():
-            names.update(p.name.split("=", 1)[1] for p in base.iterdir() if p.name.startswith("domain="))
+        names.update(lake.partition_values(table, "domain"))
     con = Q.open_views(lake, ["regression"])
     try:
         names.update(Q.lake_domains(con, ["regression"]))
@@ -302,8 +318,8 @@ def mlflow_client(tracking_uri: str):
 def mlflow_run(home: str, run_id: str) -> dict:
     """Name, status, experiment, params and a link for an MLflow run; ``error`` says why not."""
     lake = _lake(home)
-    store = lake.home / "mlflow.db"
-    if not store.exists():
+    found, store = mlflow_store(lake)
+    if not found:
         return {"error": f"no MLflow store at {store}: run `make demo` (training logs its runs there)"}
     try:
         run = mlflow_client(lake.mlflow_uri).get_run(run_id)

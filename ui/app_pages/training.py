@@ -27,7 +27,7 @@ if "error" in run:
 else:
     st.markdown(f"MLflow run **{run['name']}** ({run['status'].lower()}, started {run['start']}): "
                 f"[open in MLflow]({run['url']})")
-    st.caption(f"Link target: `mlflow ui --backend-store-uri sqlite:///{home}/mlflow.db` serving at "
+    st.caption(f"Link target: `mlflow ui --backend-store-uri {data.mlflow_ui_store(home)}` serving at "
                f"{run['url'].split('/#')[0]} (set {tracking.MLFLOW_UI_ENV} to change it)")
 
 domains = sorted(d for d in curves["domain"].unique().to_list() if d != "_all")

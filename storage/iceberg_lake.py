@@ -1,0 +1,438 @@
+"""The team profile's lake: Apache Iceberg tables on object storage, catalogued in PostgreSQL.
+
+Same interface as :class:`storage.lake.Lake` (``write_batch``, ``read``, ``sql``, ``files``,
+``delete_partition``...), so every stage runs unchanged on either; :func:`storage.deployment.open_lake`
+picks one from the profile.
+
+Why Iceberg through pyiceberg with its SQL catalog (and not Delta Lake through deltalake): a commit
+is one compare-and-swap of the table's metadata pointer in PostgreSQL, which the team profile
+already runs, so concurrent writers on many machines are safe on any S3-compatible store. Delta's
+commit is a put-if-absent of a log file, which on S3 needs either a DynamoDB lock table or the
+store's conditional writes (not every S3-compatible server has them). Readers pin a snapshot.
+
+Mapping. Lake table ``t`` is the Iceberg table ``assay.t``. A batch (``write_batch``) may hold
+several frames (``samples`` and ``quarantine`` of one ingest batch) that must appear together, and
+Iceberg commits one table at a time, so all frames of a lake table share its Iceberg table: rows
+carry their frame's name in ``_frame`` and the table's schema is the union of its frames' columns
+(each frame's own columns are listed in the table property ``assay.frame.<name>``). One batch is
+then one Iceberg commit, an overwrite of the rows whose partition columns equal the batch's key:
+it replaces the old version whole or not at all. A writer that loses the race to a concurrent
+commit reloads the table and redoes its commit (the last writer of a batch wins, as in the local
+lake); a writer killed before
+its commit leaves only unreferenced data files, never visible. Partition values are stored as
+string columns (the local lake reads them from folder names) and the table is partitioned by them.
+
+Reads. The dashboard and the gates read lake files with DuckDB and polars. ``files`` therefore
+exports what was asked (a frame, optionally one partition) from the table's current snapshot into
+a local Parquet file named after that snapshot (under ``$ASSAY_HOME/lake-cache``): immutable, so
+any number of readers share it and a reader never mixes two versions. A later commit makes a new
+snapshot and so a new file; files of snapshots older than :data:`CACHE_KEEP_S` are removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import polars as pl
+
+from storage.lake import _check_part, _connect
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from storage.deployment import Profile
+
+NAMESPACE = "assay"
+FRAME_COLUMN = "_frame"
+FRAME_PROPERTY = "assay.frame."
+MANIFEST_PROPERTY = "assay.manifest"
+CACHE_KEEP_S = 600.0        # a reader holding an older snapshot's file has this long to read it
+_COMMIT_TRIES = 50          # commits lost to concurrent writers before giving up
+
+
+class LakeCommitError(RuntimeError):
+    """A batch could not be committed: every try lost to another writer."""
+
+
+@dataclass
+class IcebergLake:
+    """Iceberg tables in the profile's warehouse; local files (checkpoints, models, read cache)
+    under ``home``. Constructing one connects to nothing."""
+
+    home: Path
+    profile: "Profile"
+    _catalog: Any = field(default=None, init=False, repr=False, compare=False)
+
+    # -- locations (the same names as storage.lake.Lake) ------------------------------------------
+
+    @property
+    def root(self) -> str:
+        return self.profile.warehouse
+
+    @property
+    def mlflow_uri(self) -> str:
+        return self.profile.mlflow_uri
+
+    @property
+    def mlflow_artifacts(self) -> str:
+        return self.profile.mlflow_artifacts
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.home / "checkpoints"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / "lake-cache"
+
+    def location(self, table: str, partition: Mapping[str, Any] | None = None) -> str:
+        """Where ``table`` (one partition of it) lives, for people: the Iceberg table and filter."""
+        parts = "/".join(_check_part(k, v) for k, v in (partition or {}).items())
+        return f"iceberg:{NAMESPACE}.{table}" + (f"/{parts}" if parts else "")
+
+    def recover(self) -> list:
+        """Nothing to clean up: a writer that died before its commit left only data files no
+        snapshot references (invisible; removable with Iceberg's orphan-file maintenance)."""
+        return []
+
+    # -- catalog -------------------------------------------------------------------------------
+
+    @property
+    def catalog(self):
+        if self._catalog is None:
+            self.profile.export_client_env()
+            self._catalog = _open_catalog(self.profile)
+        return self._catalog
+
+    def _table(self, table: str):
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return self.catalog.load_table((NAMESPACE, table))
+        except NoSuchTableError:
+            return None
+
+    def tables(self) -> list[str]:
+        return sorted(name for _, name in self.catalog.list_tables(NAMESPACE))
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def write_batch(self, table: str, partition: Mapping[str, Any], frames: Mapping[str, pl.DataFrame],
+                    manifest: Mapping[str, Any] | None = None) -> str:
+        """Write (or replace) one batch of ``table`` in one Iceberg commit (see the module doc)."""
+        if not frames and manifest is None:
+            raise ValueError(f"write_batch({table!r}, {dict(partition)}): nothing to write (no frames, no manifest)")
+        key = {k: str(v) for k, v in partition.items()}
+        for k, v in key.items():
+            _check_part(k, v)
+        data = _batch_table(key, frames)
+        properties = {MANIFEST_PROPERTY: json.dumps(manifest, default=str)} if manifest is not None else {}
+
+        def commit(tbl) -> None:
+            with tbl.transaction() as tx:
+                with tx.update_schema() as update:
+                    update.union_by_name(_without_nulls(data.schema))
+                frame_columns = {f"{FRAME_PROPERTY}{name}": json.dumps(_frame_columns(tbl, name, frame.columns, key))
+                                 for name, frame in frames.items()}
+                if any(tbl.properties.get(k) != v for k, v in frame_columns.items()):
+                    tx.set_properties(frame_columns)
+                conformed = _conform(data, tx.table_metadata.schema().as_arrow())
+                with warnings.catch_warnings():  # a new batch replaces nothing: not worth a warning
+                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                    tx.overwrite(conformed, overwrite_filter=_equals(key), snapshot_properties=properties)
+
+        self._commit(table, data.schema, list(key), commit)
+        return self.location(table, key)
+
+    def delete_partition(self, table: str, partition: Mapping[str, Any]) -> bool:
+        key = {k: str(v) for k, v in partition.items()}
+        tbl = self._table(table)
+        if tbl is None or not self._has_rows(tbl, key):
+            return False
+
+        def commit(tbl) -> None:
+            with tbl.transaction() as tx:
+                tx.delete(_equals(key))
+
+        self._commit(table, None, list(key), commit)
+        return True
+
+    def _commit(self, table: str, schema: "pa.Schema | None", keys: list[str], commit) -> None:
+        from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+        for attempt in range(_COMMIT_TRIES):
+            tbl = self._table(table)
+            if tbl is None:
+                if schema is None:
+                    return
+                tbl = self._create(table, schema, keys)
+            try:
+                commit(tbl)
+                return
+            except (CommitFailedException, ValidationException):
+                # another writer committed first: pyiceberg retries a commit that does not conflict
+                # with it, and refuses (ValidationException) one whose overwrite would miss files that
+                # writer added to this same batch; either way: redo the batch on the new snapshot
+                time.sleep(random.uniform(0, min(0.05 * 2 ** attempt, 1.0)))
+        raise LakeCommitError(f"could not commit to lake table {table!r}: {_COMMIT_TRIES} other commits won the race; "
+                              "run it again")
+
+    def _create(self, table: str, schema: "pa.Schema", keys: list[str]):
+        from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, TableAlreadyExistsError
+
+        try:
+            self.catalog.create_namespace(NAMESPACE)
+        except NamespaceAlreadyExistsError:
+            pass
+        try:
+            tbl = self.catalog.create_table((NAMESPACE, table), schema=_without_nulls(schema))
+        except TableAlreadyExistsError:
+            return self.catalog.load_table((NAMESPACE, table))
+        try:
+            with tbl.update_spec() as spec:  # partition by the batch key, so a read of one partition opens its files only
+                for name in keys:
+                    spec.add_identity(name)
+        except CommitFailedException:
+            pass  # someone wrote first: the table works unpartitioned too (filters still prune by file stats)
+        return self.catalog.load_table((NAMESPACE, table))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def files(self, table: str, name: str = "part", where: Mapping[str, Any] | None = None) -> list[Path]:
+        """A local Parquet file holding frame ``name`` of ``table`` (only the partition ``where``)
+        as of the table's current snapshot, or nothing when it has no such rows."""
+        tbl = self._table(table)
+        if tbl is None:
+            return []
+        return self._export(tbl, table, name, where)
+
+    def _export(self, tbl, table: str, name: str, where: Mapping[str, Any] | None) -> list[Path]:
+        snapshot = tbl.current_snapshot()
+        columns = _stored_columns(tbl, name)
+        if snapshot is None or columns is None:
+            return []
+        where = {k: str(v) for k, v in (where or {}).items()}
+        unknown = [k for k in where if k not in {f.name for f in tbl.schema().fields}]
+        if unknown:
+            return []
+        digest = hashlib.sha1(json.dumps([name, sorted(where.items())]).encode()).hexdigest()[:16]
+        folder = self.cache_dir / table / str(snapshot.snapshot_id)
+        path = folder / f"{name}-{digest}.parquet"
+        empty = folder / f"{name}-{digest}.empty"
+        if path.exists():
+            return [path]
+        if empty.exists():
+            return []
+        arrow = tbl.scan(row_filter=_equals({FRAME_COLUMN: name, **where}), selected_fields=tuple(columns),
+                         snapshot_id=snapshot.snapshot_id).to_arrow()
+        folder.mkdir(parents=True, exist_ok=True)
+        target = path if arrow.num_rows else empty
+        temporary = folder / f".{target.name}.{uuid.uuid4().hex[:8]}"
+        if arrow.num_rows:
+            import pyarrow.parquet as pq
+
+            pq.write_table(arrow, temporary)
+        else:
+            temporary.write_text("")
+        os.replace(temporary, target)  # one snapshot, one file: concurrent exports write the same rows
+        self._prune(table, keep=folder)
+        return [path] if arrow.num_rows else []
+
+    def _prune(self, table: str, keep: Path) -> None:
+        cutoff = time.time() - CACHE_KEEP_S
+        for folder in (self.cache_dir / table).iterdir():
+            try:
+                if folder != keep and folder.stat().st_mtime < cutoff:
+                    shutil.rmtree(folder, ignore_errors=True)
+            except FileNotFoundError:
+                pass
+
+    def read(self, table: str, name: str = "part", where: Mapping[str, Any] | None = None,
+             columns: Iterable[str] | None = None) -> pl.DataFrame:
+        files = self.files(table, name, where)
+        if not files:
+            return pl.DataFrame()
+        frame = pl.read_parquet(files[0])
+        return frame.select(list(columns)) if columns is not None else frame
+
+    def partition_values(self, table: str, key: str) -> list[str]:
+        """The distinct values of partition column ``key`` in ``table`` (any frame)."""
+        tbl = self._table(table)
+        if tbl is None or key not in {f.name for f in tbl.schema().fields}:
+            return []
+        values = tbl.scan(selected_fields=(key,)).to_arrow().column(key).unique().to_pylist()
+        return sorted(v for v in values if v is not None)
+
+    def views(self) -> dict[str, list[Path]]:
+        """View name -> local files, as :meth:`storage.lake.Lake.views` (``part`` feeds view ``<table>``)."""
+        views: dict[str, list[Path]] = {}
+        for table in self.tables():
+            tbl = self._table(table)
+            if tbl is None:
+                continue
+            for frame in sorted(_frames(tbl)):
+                files = self._export(tbl, table, frame, None)
+                if files:
+                    views.setdefault(table if frame == "part" else frame, []).extend(files)
+        return views
+
+    def connect(self):
+        return _connect(self.views())
+
+    def sql(self, query: str) -> pl.DataFrame:
+        """``query`` over the lake's views (DuckDB), each view one table's current snapshot."""
+        import re
+
+        tables = self.tables()
+        named = {t for t in tables if re.search(rf"(?<!\w){re.escape(t)}(?!\w)", query, re.IGNORECASE)}
+        views: dict[str, list[Path]] = {}
+        for table in tables:
+            tbl = self._table(table)
+            if tbl is None:
+                continue
+            for frame in _frames(tbl):
+                view = table if frame == "part" else frame
+                if named and view not in named and not re.search(rf"(?<!\w){re.escape(view)}(?!\w)", query, re.I):
+                    continue
+                files = self._export(tbl, table, frame, None)
+                if files:
+                    views.setdefault(view, []).extend(files)
+        con = _connect(views)
+        try:
+            relation = con.sql(query)
+            return relation.pl() if relation is not None else pl.DataFrame()
+        finally:
+            con.close()
+
+    def _has_rows(self, tbl, key: Mapping[str, str]) -> bool:
+        if any(k not in {f.name for f in tbl.schema().fields} for k in key):
+            return False
+        return tbl.scan(row_filter=_equals(key), selected_fields=(FRAME_COLUMN,), limit=1).to_arrow().num_rows > 0
+
+
+# -- catalog -----------------------------------------------------------------------------------
+
+def _open_catalog(profile: "Profile"):
+    """The SQL catalog on the profile's ``assay_lake`` database. Creating its two tables on a fresh
+    database races between processes; the loser finds them made and goes on."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    properties = {"uri": profile.database_url("lake"), "warehouse": profile.warehouse,
+                  "pool_pre_ping": "true", **profile.s3_options()}
+    for attempt in range(5):
+        try:
+            return SqlCatalog(profile.lake_catalog, **properties)
+        except (IntegrityError, ProgrammingError):
+            time.sleep(0.2 * (attempt + 1))
+    return SqlCatalog(profile.lake_catalog, **properties)
+
+
+# -- frames <-> Arrow --------------------------------------------------------------------------
+
+def _frames(tbl) -> list[str]:
+    return [k[len(FRAME_PROPERTY):] for k in tbl.properties if k.startswith(FRAME_PROPERTY)]
+
+
+def _stored_columns(tbl, name: str) -> list[str] | None:
+    text = tbl.properties.get(f"{FRAME_PROPERTY}{name}")
+    return None if text is None else json.loads(text)
+
+
+def _frame_columns(tbl, name: str, columns: list[str], key: Mapping[str, str]) -> list[str]:
+    """The frame's columns so far plus this batch's (a column added later reads as null in older
+    batches, as in the local lake), the partition columns last as the local lake's reader adds them."""
+    known = _stored_columns(tbl, name) or []
+    ordered = [c for c in known if c not in key] + [c for c in columns if c not in known and c not in key]
+    return ordered + [k for k in key if k not in ordered]
+
+
+def _batch_table(key: Mapping[str, str], frames: Mapping[str, pl.DataFrame]) -> "pa.Table":
+    """All frames of one batch as one Arrow table: each with its partition columns (where the
+    frame lacks them) and ``_frame``; columns Iceberg cannot store made storable."""
+    import pyarrow as pa
+
+    parts = []
+    for name, frame in frames.items():
+        extra = [pl.lit(v, dtype=pl.Utf8).alias(k) for k, v in key.items() if k not in frame.columns]
+        frame = frame.with_columns(*extra, pl.lit(name, dtype=pl.Utf8).alias(FRAME_COLUMN))
+        parts.append(_storable(frame.to_arrow(compat_level=pl.CompatLevel.oldest())))
+    if not parts:  # a manifest alone
+        parts.append(pa.table({**{k: pa.array([], pa.large_string()) for k in key},
+                               FRAME_COLUMN: pa.array([], pa.large_string())}))
+    try:
+        return pa.concat_tables(parts, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ValueError(f"the frames of one batch disagree on a column's type ({exc}); frames of one lake table "
+                         "share its Iceberg table, so a column name must have one type across them") from None
+
+
+def _storable(table: "pa.Table") -> "pa.Table":
+    import pyarrow as pa
+
+    def fix(kind: pa.DataType) -> pa.DataType:
+        if pa.types.is_dictionary(kind):
+            return fix(kind.value_type)
+        if pa.types.is_unsigned_integer(kind):
+            return pa.int64() if kind.bit_width >= 32 else pa.int32()
+        if pa.types.is_integer(kind) and kind.bit_width < 32:
+            return pa.int32()
+        if pa.types.is_timestamp(kind) and kind.unit == "ns":
+            return pa.timestamp("us", tz=kind.tz)
+        if pa.types.is_string_view(kind):
+            return pa.large_string()
+        if pa.types.is_large_list(kind) or pa.types.is_list(kind):
+            inner = fix(kind.value_type)
+            return pa.large_list(inner)
+        if pa.types.is_struct(kind):
+            return pa.struct([pa.field(f.name, fix(f.type), True) for f in kind])
+        return kind
+
+    target = pa.schema([pa.field(f.name, fix(f.type), True) for f in table.schema])
+    return table.cast(target) if target != table.schema else table
+
+
+def _without_nulls(schema: "pa.Schema") -> "pa.Schema":
+    """Iceberg has no null type: an all-null column (no value in any row yet) is stored as string,
+    unless the table already has it (then the conform step casts to the table's type)."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(f.name, pa.large_string() if pa.types.is_null(f.type) else f.type, True)
+                      for f in schema])
+
+
+def _conform(data: "pa.Table", schema: "pa.Schema") -> "pa.Table":
+    """``data`` with exactly the table's columns, in its order and types (absent ones as nulls)."""
+    import pyarrow as pa
+
+    columns = []
+    for f in schema:
+        if f.name in data.column_names:
+            column = data.column(f.name)
+            columns.append(column if column.type == f.type else column.cast(f.type))
+        else:
+            columns.append(pa.nulls(data.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=pa.schema([pa.field(f.name, f.type, True) for f in schema]))
+
+
+def _equals(values: Mapping[str, str]):
+    from pyiceberg.expressions import AlwaysTrue, And, EqualTo
+
+    expression = AlwaysTrue()
+    for key, value in values.items():
+        expression = And(expression, EqualTo(key, value))
+    return expression

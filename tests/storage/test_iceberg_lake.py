@@ -1,0 +1,147 @@
+"""The team profile's lake (storage/iceberg_lake.py) on a real PostgreSQL catalog and a real S3
+server (moto): the local lake's contract (tests/storage/test_lake.py) holds, batches of several
+frames commit whole, concurrent writers in several processes lose nothing, and a writer killed
+mid-commit leaves nothing half-written."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import polars as pl
+import pytest
+
+from storage.deployment import load_profile, open_lake
+from storage.iceberg_lake import IcebergLake
+from storage.lake import Lake
+from tests.conftest import REPO
+from tests.storage.iceberg_writer_child import frames
+
+
+@pytest.fixture
+def lake(team_env, assay_home) -> IcebergLake:
+    made = open_lake(write=True)
+    assert isinstance(made, IcebergLake)
+    return made
+
+
+def test_the_profile_picks_the_iceberg_lake_and_mlflow_on_postgres_with_s3_artifacts(lake, team_env):
+    assert lake.mlflow_uri.startswith("postgresql+psycopg2://") and lake.mlflow_uri.endswith("/assay_mlflow")
+    assert lake.mlflow_artifacts == f"s3://{team_env['ASSAY_S3_BUCKET']}/mlartifacts"
+    assert lake.root == f"s3://{team_env['ASSAY_S3_BUCKET']}/lake/{team_env['ASSAY_LAKE_CATALOG']}"
+
+
+def test_batches_replace_delete_and_read_like_the_local_lake(lake, assay_home):
+    local = Lake.at(assay_home / "local")
+    writes = [("ingest", {"domain": "a", "batch": "b1"}, frames(1, 3)),
+              ("ingest", {"domain": "b", "batch": "b1"}, frames(2, 2)),
+              ("ingest", {"domain": "a", "batch": "b2"}, frames(3, 1)),
+              ("ingest", {"domain": "a", "batch": "b1"}, frames(4, 2)),  # replaces the first
+              ("results", {"checkpoint": "c1"}, {"part": pl.DataFrame({"score": [0.5, 1.0]})}),
+              ("results", {"checkpoint": "c2"}, {"part": pl.DataFrame({"score": [0.0], "extra": ["new column"]})})]
+    for table, partition, batch in writes:
+        lake.write_batch(table, partition, batch)
+        local.write_batch(table, partition, batch)
+    assert lake.delete_partition("ingest", {"domain": "b", "batch": "b1"})
+    assert local.delete_partition("ingest", {"domain": "b", "batch": "b1"})
+    assert not lake.delete_partition("ingest", {"domain": "zz", "batch": "b1"})
+
+    assert lake.tables() == local.tables() == ["ingest", "results"]
+    assert sorted(lake.views()) == sorted(local.views()) == ["quarantine", "results", "samples"]
+    query = "SELECT domain, batch, v, count(*) AS n FROM samples GROUP BY ALL ORDER BY ALL"
+    assert lake.sql(query).rows() == local.sql(query).rows() == [("a", "b1", 4, 2), ("a", "b2", 3, 1)]
+    # a column added by a later batch reads as null in older ones, as locally
+    query = "SELECT checkpoint, score, extra FROM results ORDER BY score"
+    assert lake.sql(query).rows() == local.sql(query).rows()
+    assert lake.read("results", where={"checkpoint": "c2"})["extra"].to_list() == ["new column"]
+    assert lake.read("ingest", "quarantine", where={"domain": "a"}, columns=["reasons"]).height == 3
+    assert lake.read("ingest", "samples", where={"domain": "nope"}).height == 0
+    assert lake.partition_values("ingest", "domain") == ["a"]  # (the local lake lists b's emptied folder too)
+    assert lake.files("missing_table") == [] and lake.read("missing_table").height == 0
+
+
+def test_a_read_is_a_snapshot_file_that_a_later_commit_does_not_change(lake):
+    lake.write_batch("t", {"batch": "b"}, frames(1))
+    first = lake.files("t", "samples")
+    lake.write_batch("t", {"batch": "b"}, frames(2))
+    second = lake.files("t", "samples")
+    assert first != second  # a new snapshot, a new file
+    assert pl.read_parquet(first[0])["v"].to_list() == [1] and pl.read_parquet(second[0])["v"].to_list() == [2]
+
+
+def test_frames_of_one_table_that_disagree_on_a_column_type_are_refused_with_the_reason(lake):
+    bad = {"samples": pl.DataFrame({"v": [1]}), "quarantine": pl.DataFrame({"v": ["one"]})}
+    with pytest.raises(ValueError, match="disagree on a column's type"):
+        lake.write_batch("t", {"batch": "b"}, bad)
+    assert lake.read("t", "samples").height == 0  # nothing of it was committed
+
+
+def _write_many(args) -> list[str]:
+    worker, batches, env = args
+    os.environ.update(env)  # importing tests.conftest in this fresh process cleared the profile
+    lake = open_lake(write=True)
+    for i in range(batches):
+        lake.write_batch("shared", {"writer": f"w{worker}", "batch": f"b{i}"}, frames(worker * 100 + i, 2))
+        lake.write_batch("shared", {"writer": "all", "batch": "same"}, frames(worker * 100 + i, 3))  # everyone replaces this
+    return [f"w{worker}"]
+
+
+def test_writers_in_several_processes_lose_nothing_and_a_shared_batch_stays_whole(lake, team_env):
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:  # polars' pool dies in a fork
+        list(pool.map(_write_many, [(w, 4, team_env) for w in range(3)]))
+    samples = lake.read("shared", "samples")
+    quarantine = lake.read("shared", "quarantine")
+    own = samples.filter(pl.col("writer") != "all")
+    assert own.group_by("writer", "batch").len().height == 12 and own.height == 24  # every batch, whole
+    shared_s = samples.filter(pl.col("writer") == "all")["v"].to_list()
+    shared_q = quarantine.filter(pl.col("writer") == "all")["v"].to_list()
+    assert len(shared_s) == 3 and len(set(shared_s)) == 1 and shared_q == shared_s  # one writer's version, both frames
+
+
+def _child(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.storage.iceberg_writer_child", *args], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+
+
+def test_a_writer_killed_after_writing_its_files_before_the_catalog_commit_changes_nothing(lake):
+    lake.write_batch("t", {"batch": "b"}, frames(1, 2))
+    child = _child("pause", "t", "2")
+    try:
+        assert child.stdout.readline().strip() == "paused", child.stderr.read()
+        # its data and metadata files are on object storage now; the catalog still points at version 1
+        assert lake.read("t", "samples")["v"].to_list() == [1, 1]
+    finally:
+        child.kill()
+        child.wait()
+    assert lake.read("t", "samples")["v"].to_list() == [1, 1]
+    assert lake.read("t", "quarantine")["v"].to_list() == [1, 1]
+    lake.write_batch("t", {"batch": "b"}, frames(3))  # no lock left behind: the next writer commits
+    assert lake.read("t", "samples")["v"].to_list() == [3]
+
+
+def test_a_writer_killed_at_random_moments_never_leaves_a_half_batch_or_loses_a_commit(lake):
+    rng = random.Random(5)
+    committed = 0
+    for _ in range(3):
+        child = _child("loop", "k", "1000")
+        time.sleep(rng.uniform(4.0, 8.0))  # process start and imports take ~3 s; then it commits
+        child.send_signal(signal.SIGKILL)
+        out, _ = child.communicate()
+        printed = [int(v) for v in out.split()]
+        samples, quarantine = lake.read("k", "samples"), lake.read("k", "quarantine")
+        if not printed and samples.height == 0:
+            continue
+        value = samples["v"][0]
+        # the version visible is the last one it said it committed, or the one it committed and
+        # was killed before saying so: never an older one, never a mix
+        assert value in (printed[-1], printed[-1] + 1) if printed else value >= 1
+        assert samples["v"].to_list() == quarantine["v"].to_list() == [value] * (value % 4 + 1)
+        committed += len(printed)
+    assert committed > 0, "the writer never committed before being killed: give it more time"
