@@ -2,7 +2,9 @@
 schedules and the resources chosen in :mod:`pipelines.resources`.
 
 ``dagster dev -w workspace.yaml`` and ``dagster definitions validate -w workspace.yaml`` load this.
-It imports no torch, deepspeed, great_expectations or transformers.
+It imports no torch, deepspeed, great_expectations or transformers. Under the ``cluster`` profile
+(``ASSAY_PROFILE=cluster``, :mod:`storage.deployment`) every step runs in its own Kubernetes pod
+sized by its pool (:mod:`pipelines.k8s`); elsewhere steps run in the run's process.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import dagster as dg
 
 import assets
 from pipelines.jobs import JOBS
+from pipelines.k8s import k8s_step_executor
 from pipelines.resources import default_resources
 from pipelines.schedules import SCHEDULES
 from pipelines.sensors import SENSORS
+from storage.deployment import load_profile
 
 defs = dg.Definitions(
     assets=dg.load_assets_from_package_module(assets),
@@ -24,4 +28,5 @@ defs = dg.Definitions(
     sensors=SENSORS,
     schedules=SCHEDULES,
     resources=default_resources(os.environ.get("ASSAY_HOME")),
+    **({"executor": k8s_step_executor()} if load_profile().name == "cluster" else {}),
 )
