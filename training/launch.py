@@ -33,26 +33,85 @@ class TrainingProcessError(RuntimeError):
         self.tail = tail
 
 
-def training_command(recipe: str, output: str, *, domains: Sequence[str] = (), steps: int | None = None,
-                     seed: int | None = None, nproc: int = 1, require_train_set: bool = True,
-                     backend: str = "") -> list[str]:
-    """The command line that trains ``recipe`` and writes its result JSON to ``output``
-    (``backend``: the rollout engine, empty for the recipe's)."""
-    args = ["--recipe", recipe, "--output", output]
+RUN_GRPO = ("-m", "training.run_grpo")
+
+
+def torchrun_executable() -> str:
+    """The ``torchrun`` of this interpreter's environment (next to ``sys.executable``)."""
+    return str(Path(sys.executable).with_name("torchrun"))
+
+
+def run_grpo_args(recipe: str, output: str | None = None, *, domains: Sequence[str] = (), steps: int | None = None,
+                  seed: int | None = None, run_name: str | None = None, require_train_set: bool = True,
+                  backend: str = "") -> list[str]:
+    """The arguments of ``training.run_grpo`` (after ``-m training.run_grpo``), whatever launches it:
+    one process, torchrun on one machine (:func:`training_command`) or on several
+    (:mod:`training.multinode`). ``output``: where rank 0 writes the result JSON (None: stdout only);
+    ``backend``: the rollout engine, empty for the recipe's."""
+    args = ["--recipe", recipe]
     if require_train_set:
-        args.insert(2, "--require-train-set")
+        args.append("--require-train-set")
+    if output is not None:
+        args += ["--output", output]
     if domains:
         args += ["--domains", ",".join(domains)]
     if steps is not None:
         args += ["--steps", str(steps)]
     if seed is not None:
         args += ["--seed", str(seed)]
+    if run_name is not None:
+        args += ["--run-name", run_name]
     if backend:
         args += ["--set", f"rollout.backend={backend}"]
+    return args
+
+
+def training_command(recipe: str, output: str, *, domains: Sequence[str] = (), steps: int | None = None,
+                     seed: int | None = None, nproc: int = 1, require_train_set: bool = True,
+                     backend: str = "", run_name: str | None = None) -> list[str]:
+    """The command line that trains ``recipe`` on this machine and writes its result JSON to
+    ``output``: one process, or ``torchrun --standalone`` with ``nproc`` ranks."""
+    args = run_grpo_args(recipe, output, domains=domains, steps=steps, seed=seed, run_name=run_name,
+                         require_train_set=require_train_set, backend=backend)
     if nproc > 1:
-        torchrun = str(Path(sys.executable).with_name("torchrun"))
-        return [torchrun, "--standalone", "--nproc_per_node", str(nproc), "-m", "training.run_grpo", *args]
-    return [sys.executable, "-m", "training.run_grpo", *args]
+        return [torchrun_executable(), "--standalone", "--nproc_per_node", str(nproc), *RUN_GRPO, *args]
+    return [sys.executable, *RUN_GRPO, *args]
+
+
+def training_env(home: str | os.PathLike, threads_per_process: int | None = 2) -> dict[str, str]:
+    """The environment of a training process: this one's, less an inherited rank/port, with
+    ASSAY_HOME ``home`` and ``threads_per_process`` OMP threads (None: keep this environment's)."""
+    env = {**{k: v for k, v in os.environ.items() if k not in INHERITED_DIST_ENV}, "ASSAY_HOME": str(home),
+           "TOKENIZERS_PARALLELISM": "false"}
+    if threads_per_process is not None:
+        # without a thread limit CPU training runs 10-50x slower (threads fight over cores)
+        env["OMP_NUM_THREADS"] = str(threads_per_process)
+    return env
+
+
+def run_training_process(command: Sequence[str], env: dict[str, str], output: str | os.PathLike | None, *,
+                         log: Callable[[str], None] = lambda line: None, require_result: bool = True) -> dict | None:
+    """Run a training command from the repository root; its stderr notes reach ``log`` line by
+    line. Returns the result JSON that rank 0 wrote to ``output``. Raises
+    :class:`TrainingProcessError` when the command fails, or wrote no result and ``require_result``
+    (without it: None, e.g. on a node of a multi-node run whose ranks did not include rank 0)."""
+    proc = subprocess.Popen(list(command), cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    tail: list[str] = []
+    for line in proc.stderr:  # the trainer's notes (resume, generated rows) reach the caller's log
+        line = line.rstrip()
+        if line and "[WARNING]" not in line:
+            tail = (tail + [line])[-TAIL_LINES:]
+            if not line.startswith(("[rank", " ")):
+                log(line)
+    code = proc.wait()
+    missing = output is None or not Path(output).exists()
+    if code != 0 or (missing and require_result):
+        reason = next((line[len("error: "):] for line in reversed(tail) if line.startswith("error: ")), None)
+        raise TrainingProcessError(reason or f"training exited with code {proc.returncode}", tail)
+    if missing:
+        return None
+    return json.loads(Path(output).read_text())
 
 
 def train_in_subprocess(home: str | os.PathLike, recipe: str, *, domains: Sequence[str] = (),
@@ -64,20 +123,5 @@ def train_in_subprocess(home: str | os.PathLike, recipe: str, *, domains: Sequen
         output = str(Path(tmp) / "result.json")
         command = training_command(recipe, output, domains=domains, steps=steps, seed=seed, nproc=nproc,
                                    backend=backend)
-        env = {**{k: v for k, v in os.environ.items() if k not in INHERITED_DIST_ENV}, "ASSAY_HOME": str(home),
-               # without a thread limit CPU training runs 10-50x slower (threads fight over cores)
-               "OMP_NUM_THREADS": str(threads_per_process), "TOKENIZERS_PARALLELISM": "false"}
         log(f"training: {' '.join(command)}")
-        proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
-        tail: list[str] = []
-        for line in proc.stderr:  # the trainer's notes (resume, generated rows) reach the caller's log
-            line = line.rstrip()
-            if line and "[WARNING]" not in line:
-                tail = (tail + [line])[-TAIL_LINES:]
-                if not line.startswith(("[rank", " ")):
-                    log(line)
-        if proc.wait() != 0 or not Path(output).exists():
-            reason = next((line[len("error: "):] for line in reversed(tail) if line.startswith("error: ")), None)
-            raise TrainingProcessError(reason or f"training exited with code {proc.returncode}", tail)
-        return json.loads(Path(output).read_text())
+        return run_training_process(command, training_env(home, threads_per_process), output, log=log)

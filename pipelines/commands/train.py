@@ -28,8 +28,14 @@ def register(subparsers) -> None:
                     "training/config.py). Each run is one MLflow run; checkpoints are HF folders under "
                     "$ASSAY_HOME/checkpoints registered as MLflow models. Rerun the same command to "
                     "resume after a kill. Two processes: torchrun --nproc_per_node 2 -m "
-                    "training.run_grpo --recipe ...",
-        epilog="Example: assay train --recipe tiny --domains math_arith_easy --steps 10 --json")
+                    "training.run_grpo --recipe ...; several machines: --hostfile (below).",
+        epilog="Example: assay train --recipe tiny --domains math_arith_easy --steps 10 --json. "
+               "Several machines: write a hostfile (one 'HOST slots=N' line per machine, N = its training "
+               "processes, e.g. its GPUs; the first host hosts the rendezvous), put the same code, recipe and "
+               "rows on every machine with one shared ASSAY_HOME, and run the same `assay train --hostfile "
+               "hosts.txt ...` on each (it finds its own line by hostname, or pass --node-rank). Each runs "
+               "torchrun with a c10d rendezvous at the first host's --rdzv-port; no ssh between machines is "
+               "needed. --print-commands prints every node's command for a scheduler instead.")
     parser.add_argument("--recipe", default="tiny", help="tiny | smollm2 | path/to/recipe.yaml (default: tiny)")
     parser.add_argument("--domains", default=None, help="comma-separated domains (default: the recipe's)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's max_steps)")
@@ -45,6 +51,20 @@ def register(subparsers) -> None:
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="stop after the step that crosses this wall time, with a checkpoint; rerun to continue")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    nodes = parser.add_argument_group(
+        "several machines", "one run over the machines of a hostfile: this machine runs its line's torchrun "
+                            "(training.multinode)")
+    nodes.add_argument("--hostfile", default=None, metavar="PATH",
+                       help="DeepSpeed-style hostfile: one 'HOST slots=N' line per machine ('#' comments allowed), "
+                            "N training processes on it; the first host hosts the rendezvous")
+    nodes.add_argument("--node-rank", type=int, default=None, metavar="K",
+                       help="which line of the hostfile this machine is, from 0 (default: the line naming this "
+                            "machine's hostname, FQDN, an address of it, or localhost)")
+    nodes.add_argument("--rdzv-port", type=int, default=29400, metavar="PORT",
+                       help="the rendezvous port on the first host; open it to the other machines (default: 29400)")
+    nodes.add_argument("--print-commands", action="store_true",
+                       help="print each node's command (or only --node-rank's) and exit, to launch the nodes "
+                            "with your own scheduler")
     add_json_flag(parser)
     parser.set_defaults(handler=run_train)
 
@@ -65,6 +85,13 @@ def run_train(args: argparse.Namespace) -> int:
     if args.run_name is not None and name_problem(args.run_name):
         raise CliError(f"--run-name {args.run_name!r} {name_problem(args.run_name)}")
     domains = [d.strip() for d in args.domains.split(",") if d.strip()] if args.domains else None
+    if args.hostfile is None:
+        for flag, value in (("--node-rank", args.node_rank is not None), ("--print-commands", args.print_commands)):
+            if value:
+                raise CliError(f"{flag} needs --hostfile")
+    elif args.max_minutes is not None:
+        raise CliError("--max-minutes is not supported with --hostfile (every node would have to stop after the "
+                       "same step): use --steps, and rerun the same command to continue")
     try:
         config = load_recipe(args.recipe, domains=domains, max_steps=args.steps, seed=args.seed,
                              run_name=args.run_name, rollout={"backend": args.backend} if args.backend else None)
@@ -76,12 +103,17 @@ def run_train(args: argparse.Namespace) -> int:
             raise CliError(str(UnknownDomainError(name, registry.names)))
     if not config.domains:
         raise CliError("no domains to train on: pass --domains a,b (see `assay domains list`)")
+    if args.print_commands:  # before the device check: the printing machine may not be a training one
+        return _print_commands(args, domains)
     from training.engine import check_device
 
     try:  # a device (or precision) this machine lacks is refused before the lake is opened
         check_device(config)
     except DeviceError as exc:
         raise CliError(str(exc)) from None
+
+    if args.hostfile is not None:
+        return _train_on_nodes(args, config, domains, registry)
 
     from training.trainer import train
 
@@ -126,6 +158,129 @@ def run_train(args: argparse.Namespace) -> int:
             kl = "n/a" if row["kl"] is None else f"{row['kl']:.4f}"
             lines.append(f"  {domain}: step {row['step']} reward {row['reward_mean']:.3f} kl {kl}")
         return "\n".join(lines)
+
+    emit(args, payload, human)
+    return EXIT_OK
+
+
+# -- several machines (--hostfile) ---------------------------------------------------------------
+
+
+def _measure_pass_rates(args: argparse.Namespace, config, registry, log) -> None:
+    """What learnability sampling reads and the lake lacks (as a one-machine run measures it)."""
+    from training.learnability import uses_pass_rates
+
+    if not uses_pass_rates(config):
+        return
+    from evaluation.pass_rates import PassRateError, measure_for_training
+    from pipelines.settings import open_lake
+    from training.checkpoints import CheckpointError
+
+    lake = open_lake(write=True)
+    try:
+        measure_for_training(lake, lake.mlflow_uri, config, registry=registry, allow_generate=True,
+                             backend=config.rollout.backend, log=log, progress=not args.no_progress and not args.json)
+    except (PassRateError, CheckpointError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def _launches(args: argparse.Namespace, domains: list[str] | None, output: str | None):
+    """The hostfile and every node's launch for these flags; a bad hostfile or flag is a CliError."""
+    from training.multinode import HostfileError, node_launches, read_hostfile
+
+    try:
+        hostfile = read_hostfile(args.hostfile)
+        launches = node_launches(hostfile, args.recipe, port=args.rdzv_port, output=output, domains=domains or (),
+                                 steps=args.steps, seed=args.seed, run_name=args.run_name,
+                                 require_train_set=False, backend=args.backend or "")
+    except HostfileError as exc:
+        raise CliError(str(exc)) from None
+    if args.node_rank is not None and not 0 <= args.node_rank < len(launches):
+        raise CliError(f"--node-rank {args.node_rank}: {args.hostfile} names {len(launches)} node(s), "
+                       f"ranks 0-{len(launches) - 1}")
+    return hostfile, launches
+
+
+def _print_commands(args: argparse.Namespace, domains: list[str] | None) -> int:
+    import shlex
+
+    from pipelines.settings import resolve_home
+    from training.launch import REPO_ROOT
+
+    hostfile, launches = _launches(args, domains, output=None)
+    if args.node_rank is not None:
+        launches = [launches[args.node_rank]]
+    home = resolve_home(None)
+    rows = [{"node_rank": n.node_rank, "host": n.host, "slots": n.slots, "command": list(n.command),
+             "shell": f"cd {shlex.quote(str(REPO_ROOT))} && ASSAY_HOME={shlex.quote(str(home))} "
+                      f"{shlex.join(n.command)}"} for n in launches]
+
+    def human(rows: list[dict]) -> str:
+        lines = [f"# {hostfile.nnodes} node(s), {hostfile.world_size} ranks; run each line on its host "
+                 f"(same code and ASSAY_HOME everywhere; port {args.rdzv_port} open on {hostfile.hosts[0].name}). "
+                 "Rank 0 prints the result JSON on stdout."]
+        for row in rows:
+            lines += [f"# node {row['node_rank']}: {row['host']} slots={row['slots']}", row["shell"]]
+        return "\n".join(lines)
+
+    emit(args, rows, human)
+    return EXIT_OK
+
+
+def _train_on_nodes(args: argparse.Namespace, config, domains: list[str] | None, registry) -> int:
+    """This machine's part of a multi-node run: its node's torchrun, in the foreground. The node
+    whose ranks include rank 0 (decided at the rendezvous) prints the run's result. With
+    learnability sampling, node 0 measures the pass rates the lake lacks before its torchrun starts
+    (the other nodes wait at the rendezvous meanwhile, up to torchrun's join timeout of 600 s)."""
+    import tempfile
+    from pathlib import Path
+
+    from pipelines.settings import resolve_home
+    from training.launch import TrainingProcessError, run_training_process, training_env
+    from training.multinode import HostfileError, this_node
+
+    notes: list[str] = []
+
+    def log(message: str) -> None:
+        notes.append(message)
+        print(message, file=sys.stderr)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        output = str(Path(tmp) / "result.json")
+        hostfile, launches = _launches(args, domains, output)
+        if args.node_rank is None:
+            try:
+                node = launches[this_node(hostfile)]
+            except HostfileError as exc:
+                raise CliError(f"{exc} with --node-rank") from None
+        else:
+            node = launches[args.node_rank]
+        log(f"node {node.node_rank} of {hostfile.nnodes} ({node.host}, slots={node.slots}, "
+            f"{hostfile.world_size} ranks in all); rendezvous at {hostfile.hosts[0].name}:{args.rdzv_port}")
+        if node.node_rank == 0:
+            _measure_pass_rates(args, config, registry, log)
+        # one home for every node: resolved here, since the training process runs from the repository
+        env = training_env(resolve_home(None), threads_per_process=None)
+        try:
+            result = run_training_process(node.command, env, output, log=log, require_result=False)
+        except TrainingProcessError as exc:
+            for line in exc.tail[-10:]:
+                print(f"  {line}", file=sys.stderr)
+            raise CliError(f"node {node.node_rank} ({node.host}): {exc.reason}") from None
+    if result is None:
+        payload = {"node_rank": node.node_rank, "host": node.host, "ranks": node.slots, "rank0": False,
+                   "world_size": hostfile.world_size, "notes": notes,
+                   "result": "rank 0 ran on another node: its launcher printed the result"}
+        emit(args, payload, lambda p: f"node {p['node_rank']} ({p['host']}) finished its {p['ranks']} rank(s) of "
+                                      f"{p['world_size']}; {p['result']}")
+        return EXIT_OK
+    payload = {**result, "node_rank": node.node_rank, "host": node.host, "rank0": True, "notes": notes}
+
+    def human(p: dict) -> str:
+        return "\n".join([f"run {p['run_name']}: {p['steps']} steps on {p['world_size']} ranks "
+                          f"(resumed from step {p['resumed_from']}), {p['seconds']} s",
+                          f"checkpoint {p['checkpoint']} at {p['checkpoint_path']}",
+                          f"MLflow run {p['mlflow_run_id']}"])
 
     emit(args, payload, human)
     return EXIT_OK
