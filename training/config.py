@@ -173,12 +173,18 @@ class RolloutConfig(_Strict):
                                  "token/sequence is dropped (mask modes)")
     vllm: RolloutVllmSettings = Field(default_factory=RolloutVllmSettings,
                                       description="the vLLM engine's memory and compilation settings")
+    server_url: str | None = Field(
+        None, description="backend vllm-server: base URL of the running `vllm serve` rollouts come from (training."
+                          "vllm_server); unset: $ASSAY_VLLM_SERVER_URL")
+    sync_dir: str | None = Field(
+        None, description="backend vllm-server: folder shared with the server that weight pushes go through; unset: "
+                          "a temporary folder (a server on this machine)")
 
     def correction(self, engine: str) -> str:
-        """The importance-sampling mode in force with rollouts from ``engine`` (torch | vllm)."""
+        """The importance-sampling mode in force with rollouts from ``engine`` (torch | vllm | vllm-server)."""
         if self.importance_sampling is not None:
             return self.importance_sampling
-        return "token_truncate" if engine == "vllm" else "none"
+        return "token_truncate" if engine in ("vllm", "vllm-server") else "none"
 
 
 class GRPOConfig(_Strict):
@@ -298,8 +304,9 @@ class GRPOConfig(_Strict):
         fields of ``mixture``) only where it differs from the default, so the runs of recipes written before it existed keep their names and resume."""
         data = self.model_dump(exclude={"run_name", "max_steps", "device"})
         rollout = data.pop("rollout")
-        rollout.pop("vllm")
-        default = RolloutConfig().model_dump(exclude={"vllm"})
+        for key in ("vllm", "server_url", "sync_dir"):  # where rollouts are computed, not what they are
+            rollout.pop(key)
+        default = RolloutConfig().model_dump(exclude={"vllm", "server_url", "sync_dir"})
         if rollout != default:
             data["rollout"] = rollout
         for key in ("items", "pass_rate_samples", "pass_rate_updates", "pass_rate_decay",
@@ -341,7 +348,7 @@ class TrainRequest(BaseModel):
                                                                  "needs a gated train_set")
     steps: int | None = Field(None, description="optimizer steps (unset: the recipe's max_steps)")
     seed: int | None = Field(None, description="seed for data order, sampling and init (unset: the recipe's)")
-    backend: Literal["", "torch", "vllm", "auto"] = Field(
+    backend: Literal["", "torch", "vllm", "vllm-server", "auto"] = Field(
         "", description="rollout engine (the recipe's rollout.backend; empty: the recipe's own)")
     nproc: int = Field(1, description="processes (ranks); more than one runs under torchrun with gloo on CPU")
     threads_per_process: int = Field(2, description="OMP_NUM_THREADS for each rank (without it CPU training runs "

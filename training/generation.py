@@ -60,8 +60,9 @@ from typing import Any, Literal, Protocol, Sequence, get_args, runtime_checkable
 
 from training.prompts import TokenizerPrompts
 
-Backend = Literal["torch", "vllm", "auto"]
-"""A generation backend as configs name it (``auto``: :func:`resolve_backend`)."""
+Backend = Literal["torch", "vllm", "vllm-server", "auto"]
+"""A generation backend as configs name it (``auto``: :func:`resolve_backend`; ``vllm-server``: a running
+vLLM server, :mod:`training.vllm_server`, never chosen by ``auto``)."""
 BACKENDS: tuple[str, ...] = get_args(Backend)
 TORCH_OPTIONS = ("dtype", "max_batch_size", "max_batch_tokens", "prefill_chunk_tokens", "rope_scaling", "threads", "home")
 DEFAULT_MAX_BATCH_TOKENS = 32_768
@@ -617,6 +618,10 @@ def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: 
         backend, _ = resolve_backend("auto", folder)
         known = TORCH_OPTIONS if backend == "torch" else tuple(VllmOptions.model_fields)
         options = {k: v for k, v in options.items() if k in known}
+    if backend == "vllm-server":  # a running vLLM server (training.vllm_server): it runs its own dtype
+        from training.vllm_server import VllmServerEngine
+
+        return VllmServerEngine(policy_ref, **options)
     if backend in ("torch", "vllm"):  # bf16 where the CPU would only emulate it: fp32 (training.device)
         import torch
 

@@ -212,10 +212,17 @@ def make_rollout_engine(config: GRPOConfig, engine, tokenizer, *, policy_dir, wo
         if backend == "vllm":
             raise RolloutEngineError(f"rollout.backend vllm runs one engine per process, and this run has {world} "
                                      "ranks: train with one process, or set rollout.backend: torch")
+        if backend == "vllm-server":  # every rank would push the weights: not built
+            raise RolloutEngineError(f"rollout.backend vllm-server takes one training process (its weight pushes), "
+                                     f"and this run has {world} ranks: train with one process, or use torch")
         chosen, why = "torch", f"torch (auto: {world} ranks; vLLM rollouts run in one process)"
     else:
         chosen, why = resolve_backend(backend, policy_dir)
     log(f"rollouts: {why}")
     if chosen == "vllm":
         return VllmRollouts(str(policy_dir), config, tokenizer, home)
+    if chosen == "vllm-server":  # a running vLLM server (training.vllm_server)
+        from training.vllm_server import VllmServerRollouts
+
+        return VllmServerRollouts(str(policy_dir), config, tokenizer, home)
     return TorchRollouts(engine, config, tokenizer, device)
