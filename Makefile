@@ -8,7 +8,7 @@ export OMP_NUM_THREADS ?= 2
 export TOKENIZERS_PARALLELISM ?= false
 LLAMA_CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
-.PHONY: install system-deps test-deps demo test test-fast ui dashboard bench gpu-check clean
+.PHONY: install system-deps test-deps demo test test-fast ui dashboard bench gpu-check clean team-up team-down postgres
 
 install: $(VENV)/.installed ## venv + project + shipped data (+ bubblewrap where root)
 
@@ -41,10 +41,23 @@ system-deps: ## bubblewrap for the sandbox (needs root + apt; otherwise see READ
 	  else echo "note: bubblewrap (bwrap) is missing and cannot be installed here: the sandbox will refuse untrusted code (see README)"; fi; \
 	fi
 
-test-deps: install ## chromium for the dashboard's browser test
+test-deps: install postgres ## chromium for the dashboard's browser test, PostgreSQL for the team profile's
 	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  (apt-get install -y -qq chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)); \
 	fi
+
+postgres: ## PostgreSQL server binaries (Debian's package) for the team profile and its tests
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -qq postgresql >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql)); \
+	  else echo "note: PostgreSQL is not installed and cannot be installed here: the team profile's tests will skip"; fi; \
+	fi
+
+team-up: install postgres ## PostgreSQL + S3 server (moto) on this machine for the team profile
+	$(BIN)/python -m storage.team_services up
+
+team-down: ## stop what team-up started
+	$(BIN)/python -m storage.team_services down
 
 demo: install ## set up and run the main job on the embedded defaults
 	$(BIN)/assay demo

@@ -6,13 +6,13 @@ three databases of :data:`storage.deployment.DATABASES`; moto's S3 server (``mot
 one bucket. A real team points ``ASSAY_POSTGRES_URL`` and ``ASSAY_S3_*`` at its own servers.
 
     python -m storage.team_services up      # start both, write <folder>/team.env, return
-    python -m storage.team_services down    # stop both
+    python -m storage.team_services down    # stop both and remove their folder
     python -m storage.team_services status
 
 PostgreSQL refuses to run as root, so as root its processes run as the ``postgres`` user.
 Authentication is ``trust`` on 127.0.0.1 only: a local trial, not a production setup. moto keeps
-objects in memory: ``down`` loses the bucket's contents (the catalog in PostgreSQL then points at
-missing files); use MinIO or a cloud bucket for anything you keep.
+objects in memory, so ``down`` also removes the PostgreSQL data (a catalog kept without the
+bucket's files would point at nothing): a trial. Use MinIO or a cloud bucket for anything you keep.
 """
 
 from __future__ import annotations
@@ -93,11 +93,14 @@ class TeamServices:
         folder = Path(folder).resolve()
         folder.mkdir(parents=True, exist_ok=True)
         services = cls(folder, pg_port or free_port(), s3_port or free_port(), bucket)
+        if (folder / "postgres" / "postmaster.pid").exists() or (folder / "s3.pid").exists():
+            raise ServiceError(f"team services already run under {folder} (`python -m storage.team_services status "
+                               f"--folder {folder}`); stop them first (`make team-down`)")
         try:
             services._start_postgres()
             services._start_s3()
         except BaseException:
-            services.stop()
+            services.stop()  # only this call's: the check above refused a folder with running services
             raise
         (folder / "team.env").write_text("".join(f"export {k}={v}\n" for k, v in services.env().items()))
         return services
@@ -214,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         env = _read_env(folder)
         TeamServices(folder, int(env["ASSAY_POSTGRES_URL"].rsplit(":", 1)[1].split("/")[0]),
                      int(env["ASSAY_S3_ENDPOINT"].rsplit(":", 1)[1])).stop()
-        print(f"stopped the team services under {folder}")
+        # moto's objects lived in its memory: a catalog kept without them would point at lost files
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"stopped the team services and removed {folder} (a trial's state: the S3 server kept it in memory)")
         return 0
     if args.action == "status":
         if not (folder / "team.env").exists():

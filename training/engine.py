@@ -30,7 +30,8 @@ from training.config import GRPOConfig
 from training.device import DeviceError, DevicePlan, plan_device, precision_problem, probe_facts
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS picks it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -115,7 +116,7 @@ def setup_distributed(device: str = "auto") -> tuple[int, int]:
     if not torch.distributed.is_initialized():
         for attempt in range(4):
             if alone:
-                os.environ["MASTER_PORT"] = str(_free_port())
+                os.environ["MASTER_PORT"] = str(free_port())
             try:
                 deepspeed.init_distributed(dist_backend=plan.backend, verbose=False)
                 break

@@ -65,7 +65,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -77,6 +76,7 @@ from typing import Any, Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from training.engine import free_port
 from training.generation import Generation, SamplingParams, Seeds, completion_text, resolve_seeds
 from training.prompts import TokenizerPrompts
 
@@ -524,12 +524,6 @@ def serve_args(model_dir: str | os.PathLike, *, served_model: str | None = None,
         if kv_cache_gib:
             args += ["--kv-cache-memory-bytes", str(int(kv_cache_gib * 2 ** 30))]
     return args
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalServer:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 
 from tests.conftest import REPO, run_cli, write_plugin
 from training import multinode
+from training.engine import free_port
 from training.launch import run_grpo_args, training_command
 from training.multinode import (Host, Hostfile, HostfileError, node_launches, parse_hostfile, read_hostfile,
                                 this_node)
@@ -143,12 +143,6 @@ def test_cli_prints_each_nodes_command_and_refuses_bad_flags(tmp_path, monkeypat
         assert message in captured.err and not captured.out, (flags, captured.err[-1000:])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_nodes_on_this_machine_train_one_run_over_gloo(tiny_home, tmp_path):
     """``assay train --hostfile`` on two "nodes" (127.0.0.1 and localhost: one machine, two names),
@@ -161,7 +155,7 @@ def test_two_nodes_on_this_machine_train_one_run_over_gloo(tiny_home, tmp_path):
     env = {**os.environ, "ASSAY_HOME": str(tiny_home), "ASSAY_DOMAINS_PATH": str(plugins), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "pipelines.cli", "train", "--recipe", "tiny", "--domains", "plugged",
                "--steps", "1", "--run-name", "two-nodes", "--hostfile", str(hostfile), "--rdzv-port",
-               str(_free_port()), "--json"]
+               str(free_port()), "--json"]
     started = time.monotonic()
     nodes = [subprocess.Popen([*command, "--node-rank", str(rank)], cwd=REPO, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
