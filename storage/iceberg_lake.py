@@ -192,22 +192,26 @@ class IcebergLake:
                               "run it again")
 
     def _create(self, table: str, schema: "pa.Schema", keys: list[str]):
+        """Create ``table`` partitioned by the batch key, in one commit (a spec changed after the
+        fact would race with the first writers' commits). pyiceberg's own commit retries are off
+        (``commit.retry.num-retries = 0``): a lost race comes back to :meth:`_commit`, which redoes
+        the whole batch on the winner's snapshot (pyiceberg's retry re-plays the manifests it
+        built, which breaks when the winner changed the schema)."""
         from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, TableAlreadyExistsError
+        from sqlalchemy.exc import IntegrityError
 
         try:
             self.catalog.create_namespace(NAMESPACE)
-        except NamespaceAlreadyExistsError:
+        except (NamespaceAlreadyExistsError, IntegrityError):
             pass
         try:
-            tbl = self.catalog.create_table((NAMESPACE, table), schema=_without_nulls(schema))
-        except TableAlreadyExistsError:
-            return self.catalog.load_table((NAMESPACE, table))
-        try:
-            with tbl.update_spec() as spec:  # partition by the batch key, so a read of one partition opens its files only
-                for name in keys:
-                    spec.add_identity(name)
-        except CommitFailedException:
-            pass  # someone wrote first: the table works unpartitioned too (filters still prune by file stats)
+            with self.catalog.create_table_transaction((NAMESPACE, table), schema=_without_nulls(schema),
+                                                       properties={"commit.retry.num-retries": "0"}) as tx:
+                with tx.update_spec() as spec:  # a read of one partition opens its files only
+                    for name in keys:
+                        spec.add_identity(name)
+        except (TableAlreadyExistsError, CommitFailedException, IntegrityError):
+            pass  # another writer created it first ("Table already exists")
         return self.catalog.load_table((NAMESPACE, table))
 
     # -- reads ---------------------------------------------------------------------------------
