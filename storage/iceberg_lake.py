@@ -38,7 +38,6 @@ import random
 import shutil
 import time
 import uuid
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -58,6 +57,15 @@ FRAME_PROPERTY = "assay.frame."
 MANIFEST_PROPERTY = "assay.manifest"
 CACHE_KEEP_S = 600.0        # a reader holding an older snapshot's file has this long to read it
 _COMMIT_TRIES = 50          # commits lost to concurrent writers before giving up
+TABLE_PROPERTIES = {
+    # a lost race comes back to IcebergLake._commit, which redoes the whole batch (see _create)
+    "commit.retry.num-retries": "0",
+    # appends merge small manifests, so a commit does not read one more manifest per batch ever written
+    "commit.manifest-merge.enabled": "true",
+    # keep the metadata log short: every commit rewrites metadata.json, which lists it
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
 
 
 class LakeCommitError(RuntimeError):
@@ -151,9 +159,10 @@ class IcebergLake:
                 if any(tbl.properties.get(k) != v for k, v in frame_columns.items()):
                     tx.set_properties(frame_columns)
                 conformed = _conform(data, tx.table_metadata.schema().as_arrow())
-                with warnings.catch_warnings():  # a new batch replaces nothing: not worth a warning
-                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                if self._has_rows(tbl, key):
                     tx.overwrite(conformed, overwrite_filter=_equals(key), snapshot_properties=properties)
+                else:  # a new batch: an append, whose manifests Iceberg merges (an overwrite's it never does)
+                    tx.append(conformed, snapshot_properties=properties)
 
         self._commit(table, data.schema, list(key), commit)
         return self.location(table, key)
@@ -194,7 +203,7 @@ class IcebergLake:
     def _create(self, table: str, schema: "pa.Schema", keys: list[str]):
         """Create ``table`` partitioned by the batch key, in one commit (a spec changed after the
         fact would race with the first writers' commits). pyiceberg's own commit retries are off
-        (``commit.retry.num-retries = 0``): a lost race comes back to :meth:`_commit`, which redoes
+        (:data:`TABLE_PROPERTIES`): a lost race comes back to :meth:`_commit`, which redoes
         the whole batch on the winner's snapshot (pyiceberg's retry re-plays the manifests it
         built, which breaks when the winner changed the schema)."""
         from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, TableAlreadyExistsError
@@ -206,7 +215,7 @@ class IcebergLake:
             pass
         try:
             with self.catalog.create_table_transaction((NAMESPACE, table), schema=_without_nulls(schema),
-                                                       properties={"commit.retry.num-retries": "0"}) as tx:
+                                                       properties=TABLE_PROPERTIES) as tx:
                 with tx.update_spec() as spec:  # a read of one partition opens its files only
                     for name in keys:
                         spec.add_identity(name)
