@@ -292,44 +292,42 @@ class IcebergLake:
 
     def views(self) -> dict[str, list[Path]]:
         """View name -> local files, as :meth:`storage.lake.Lake.views` (``part`` feeds view ``<table>``)."""
-        views: dict[str, list[Path]] = {}
-        for table in self.tables():
-            tbl = self._table(table)
-            if tbl is None:
-                continue
-            for frame in sorted(_frames(tbl)):
-                files = self._export(tbl, table, frame, None)
-                if files:
-                    views.setdefault(table if frame == "part" else frame, []).extend(files)
-        return views
+        return self._bind(self._view_sources())
 
     def connect(self):
         return _connect(self.views())
 
     def sql(self, query: str) -> pl.DataFrame:
-        """``query`` over the lake's views (DuckDB), each view one table's current snapshot."""
+        """``query`` over the lake's views (DuckDB), each view one table's current snapshot. As in
+        the local lake, only the views the query names are bound (all of them if it names none):
+        binding a view exports its snapshot."""
         import re
 
-        tables = self.tables()
-        named = {t for t in tables if re.search(rf"(?<!\w){re.escape(t)}(?!\w)", query, re.IGNORECASE)}
-        views: dict[str, list[Path]] = {}
-        for table in tables:
-            tbl = self._table(table)
-            if tbl is None:
-                continue
-            for frame in _frames(tbl):
-                view = table if frame == "part" else frame
-                if named and view not in named and not re.search(rf"(?<!\w){re.escape(view)}(?!\w)", query, re.I):
-                    continue
-                files = self._export(tbl, table, frame, None)
-                if files:
-                    views.setdefault(view, []).extend(files)
-        con = _connect(views)
+        sources = self._view_sources()
+        named = {view for view, *_ in sources if re.search(rf"(?<!\w){re.escape(view)}(?!\w)", query, re.IGNORECASE)}
+        con = _connect(self._bind([source for source in sources if not named or source[0] in named]))
         try:
             relation = con.sql(query)
             return relation.pl() if relation is not None else pl.DataFrame()
         finally:
             con.close()
+
+    def _view_sources(self) -> list[tuple[str, Any, str, str]]:
+        """(view, Iceberg table, lake table, frame) for every frame of every table."""
+        sources = []
+        for table in self.tables():
+            tbl = self._table(table)
+            if tbl is not None:
+                sources += [(table if frame == "part" else frame, tbl, table, frame) for frame in sorted(_frames(tbl))]
+        return sources
+
+    def _bind(self, sources: list[tuple[str, Any, str, str]]) -> dict[str, list[Path]]:
+        views: dict[str, list[Path]] = {}
+        for view, tbl, table, frame in sources:
+            files = self._export(tbl, table, frame, None)
+            if files:
+                views.setdefault(view, []).extend(files)
+        return views
 
     def _has_rows(self, tbl, key: Mapping[str, str]) -> bool:
         if any(k not in {f.name for f in tbl.schema().fields} for k in key):
