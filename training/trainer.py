@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from storage.lake import Lake
 from training.config import GRPOConfig
 from training.data import combined_fingerprint
+from training.hacking_signals import step_signals
 from training.learnability import load_item_pass_rates, uses_pass_rates
 
 if TYPE_CHECKING:  # annotations only: these modules are imported when training starts
@@ -81,8 +82,11 @@ if TYPE_CHECKING:  # annotations only: these modules are imported when training 
 
 HISTORY_TABLE = "training_history"
 ALL = "_all"
+# reward-hacking signals per (step, domain) (training.hacking_signals): shares of hedging and of
+# prompt-copying rollouts, the copiers' mean reward (None when none copies)
+HACKING_SIGNALS = ("multi_answer_share", "prompt_copy_share", "prompt_copy_reward")
 METRICS = ("reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac", "entropy",
-           "zero_var_frac", "tokens_per_s")
+           "zero_var_frac", "tokens_per_s", *HACKING_SIGNALS)
 # batch-level timings (seconds) and rollout/training mismatch figures, on the "_all" row only
 STEP_EXTRAS = ("generation_s", "step_s", "sync_s", "ref_s", "update_s", "is_ratio_min", "is_ratio_mean",
                "is_ratio_max", "is_corrected_frac", "logp_gap_mean", "logp_gap_max")
@@ -900,6 +904,8 @@ class GRPOTrainer:
                 "created_at": created,
                 "generation_s": gen_seconds if domain == ALL else None,
                 "step_s": seconds if domain == ALL else None,
+                **step_signals([r.text for r in mine], [str(r.row.get("prompt") or "") for r in mine],
+                               [r.reward for r in mine]),
                 **(self._step_extras() if domain == ALL else {}),
             })
         return rows

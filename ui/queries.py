@@ -643,13 +643,51 @@ def training_runs(con) -> pl.DataFrame:
         FROM training_history GROUP BY run_id ORDER BY last_at DESC""")
 
 
+# training_history columns added since its first contract (reward-hacking signals): absent in
+# lakes written before, read as nulls
+TRAINING_LATER_COLUMNS = ("multi_answer_share", "prompt_copy_share", "prompt_copy_reward")
+TRAINING_CURVE_COLUMNS = ("step", "domain", "reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac",
+                          "entropy", "zero_var_frac", "tokens_per_s", "created_at")
+# a domain's hacking share "rises" when its mean over the run's last third of steps exceeds its mean
+# over the first third by more than this (0.10 = ten percentage points of the domain's rollouts)
+RISING_SHARE_THRESHOLD = 0.10
+RISING_SHARE_MIN_STEPS = 3  # fewer recorded steps have no first and last third to compare
+
+
 def training_curves(con, run_id: str) -> pl.DataFrame:
+    """Per (step, domain) curves of a run, with the later columns null where no file has them."""
+    import duckdb
+
     if not has_view(con, "training_history"):
         return pl.DataFrame()
-    return _frame(con, """
-        SELECT step, domain, reward_mean, reward_std, accuracy, kl, loss, clip_frac, entropy,
-               zero_var_frac, tokens_per_s, created_at
-        FROM training_history WHERE run_id = $1 ORDER BY step, domain""", [run_id])
+    query = "SELECT {} FROM training_history WHERE run_id = $1 ORDER BY step, domain"
+    try:  # named: a view bound by an old first file fails here and is rebound by name (LakeViews)
+        frame = _frame(con, query.format(", ".join((*TRAINING_CURVE_COLUMNS, *TRAINING_LATER_COLUMNS))), [run_id])
+    except duckdb.BinderException:  # no file of the lake has them: written before they existed
+        frame = _frame(con, query.format(", ".join(TRAINING_CURVE_COLUMNS)), [run_id])
+    return frame.with_columns([pl.lit(None, pl.Float64).alias(name) for name in TRAINING_LATER_COLUMNS
+                               if name not in frame.columns])
+
+
+def rising_shares(curves: pl.DataFrame, metric: str, threshold: float = RISING_SHARE_THRESHOLD) -> pl.DataFrame:
+    """Domains (not "_all") whose ``metric`` rose over the run: the mean over the last third of its
+    recorded steps minus the mean over the first third exceeds ``threshold``. Columns domain,
+    first, last, rise, steps; largest rise first."""
+    out = {"domain": [], "first": [], "last": [], "rise": [], "steps": []}
+    if metric in curves.columns:
+        for (domain,), rows in curves.filter((pl.col("domain") != "_all") & pl.col(metric).is_not_null()) \
+                .sort("step").group_by("domain", maintain_order=True):
+            values = rows[metric].to_list()
+            if len(values) < RISING_SHARE_MIN_STEPS:
+                continue
+            third = len(values) // 3
+            first, last = sum(values[:third]) / third, sum(values[-third:]) / third
+            if last - first > threshold:
+                for key, value in zip(out, (domain, first, last, last - first, len(values))):
+                    out[key].append(value)
+    frame = pl.DataFrame(out, schema={"domain": pl.Utf8, "first": pl.Float64, "last": pl.Float64,
+                                      "rise": pl.Float64, "steps": pl.Int64})
+    return frame.sort("rise", descending=True)
 
 
 def lake_domains(con, views: Sequence[str] = ("regression",)) -> list[str]:

@@ -442,7 +442,13 @@ def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: 
                    # per domain too, as the trainer logs it (no rng draw: the other tables stay as they were)
                    "zero_var_frac": max(0.0, 0.6 - 0.04 * step + (0.0 if d == "_all" else 0.05 * trained.index(d))),
                    "tokens_per_s": 40.0 + rng.uniform(-3, 3) if d == "_all" else None,
-                   "created_at": _iso(at)}
+                   "created_at": _iso(at),
+                   # reward-hacking signals, invented figures (no rng draw): the first trained domain's
+                   # hedging share climbs (so the training page flags it), the others' stays flat;
+                   # only the second domain has prompt copies, paid a little
+                   "multi_answer_share": (0.05 * step if d == trained[0] else 0.02),
+                   "prompt_copy_share": (0.1 if len(trained) > 1 and d == trained[1] else 0.0),
+                   "prompt_copy_reward": (0.25 if len(trained) > 1 and d == trained[1] else None)}
             rows.append(row)
             if d == "_all":
                 tracker.log_metrics(step, {k: row[k] for k in ("reward_mean", "kl", "accuracy", "zero_var_frac",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from domains import Domain
@@ -381,3 +382,27 @@ def test_a_step_scores_each_domains_rollouts_in_one_batch_call_through_the_code_
     drawn = config.prompts_per_step * config.num_generations
     assert sum(n for n, _ in batches) + len(toy_calls) == 2 * drawn  # every rollout scored exactly once
     assert all(n % config.num_generations == 0 and n > 0 for n, _ in batches)
+
+
+def test_a_tiny_run_logs_reward_hacking_signals_per_domain(tiny_home, toy_registry):
+    """The hedging and prompt-copy signals of every (step, domain) reach training_history and MLflow;
+    the copiers' reward is null, not 0, in a step where nothing copied."""
+    from mlflow.tracking import MlflowClient
+
+    from training.trainer import HACKING_SIGNALS
+
+    result = _train(load_recipe("tiny", domains=["toy_digits"], max_steps=2, run_name="signals"), toy_registry)
+    lake = open_lake()
+    history = lake.read("training_history").filter(pl.col("run_id") == result.mlflow_run_id).sort("step", "domain")
+    assert set(HACKING_SIGNALS) <= set(history.columns) and history.height == 4
+    for share in ("multi_answer_share", "prompt_copy_share"):
+        assert history[share].is_not_null().all() and history[share].is_between(0.0, 1.0).all()
+    copied = history.filter(pl.col("prompt_copy_share") > 0)
+    assert copied["prompt_copy_reward"].is_not_null().all()
+    assert history.filter(pl.col("prompt_copy_share") == 0)["prompt_copy_reward"].is_null().all()
+    client = MlflowClient(tracking_uri=lake.mlflow_uri)
+    for name in ("multi_answer_share", "prompt_copy_share"):
+        series = client.get_metric_history(result.mlflow_run_id, f"{name}/toy_digits")
+        logged = history.filter(pl.col("domain") == "toy_digits")[name].to_list()
+        assert [m.step for m in series] == [1, 2] and [m.value for m in series] == pytest.approx(logged)
+        assert [m.step for m in client.get_metric_history(result.mlflow_run_id, name)] == [1, 2]  # "_all"

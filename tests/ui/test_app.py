@@ -109,7 +109,43 @@ def test_training_page_links_the_mlflow_run(lake_env):
     assert metrics["Zero-variance groups (last step)"].endswith("%")
     link = " ".join(m.value for m in at.markdown)
     assert "synth-grpo" in link and f"/runs/{lake_env['run_id']})" in link
-    assert len(at.get("vega_lite_chart")) == 5  # reward, accuracy, KL, zero-variance, tokens/s
+    # reward, accuracy, KL, zero-variance, tokens/s; hedging share, prompt-copy share and copy reward
+    assert len(at.get("vega_lite_chart")) == 8
+
+
+def test_training_page_flags_a_rising_reward_hacking_share(lake_env):
+    """The synthetic run's first trained domain hedges more and more (ui.synthetic): flagged, with
+    the rule in words; the flat domains are not."""
+    history = Lake.at(lake_env["home"]).read("training_history")
+    climbing = history.filter(pl.col("domain") != "_all").sort("step")["domain"][0]
+    trained = sorted(set(history["domain"]) - {"_all"})
+    at = _open("training")
+    assert any(s.value == "Reward-hacking signals" for s in at.subheader)
+    warnings = [w.value for w in at.warning]
+    flagged = [d for d in trained if any(w.startswith(f"{d}: rollouts stating more than one answer rose")
+                                         for w in warnings)]
+    assert flagged == [climbing], warnings
+    assert not any("copying the prompt rose" in w for w in warnings)  # a flat share is no alarm
+    rule = " ".join(c.value for c in at.caption)
+    assert "last third of steps" in rule and "10 percentage points" in rule
+
+
+def test_training_page_renders_a_run_recorded_before_the_hacking_signals(tmp_path, monkeypatch):
+    from storage import tables as T
+    from ui.queries import TRAINING_LATER_COLUMNS
+
+    home = tmp_path / "old_home"
+    frame = T.conform(pl.DataFrame([{"run_id": "r-old", "step": s, "domain": d, "reward_mean": 0.5,
+                                     "accuracy": 0.5, "zero_var_frac": 0.1, "created_at": f"2026-11-01T00:0{s}:00"}
+                                    for s in (1, 2) for d in ("_all", "a")]), T.TRAINING_HISTORY)
+    Lake.at(home).write_batch("training_history", {"run": "r-old"},
+                              {"part": frame.drop(*TRAINING_LATER_COLUMNS)})  # the contract before them
+    monkeypatch.setenv("ASSAY_HOME", str(home))
+    at = _open("training")
+    assert _metrics(at)["Steps"] == "2"
+    assert any("recorded no reward-hacking signals" in i.value for i in at.info)
+    assert not any(" rose from " in w.value for w in at.warning)  # (its one warning: no MLflow store here)
+    assert len(at.get("vega_lite_chart")) == 3  # reward, accuracy, zero-variance; no signal charts of nulls
 
 
 def test_regressions_page_marks_protected_domains(lake_env):

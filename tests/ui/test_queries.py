@@ -158,3 +158,43 @@ def test_item_changes_use_the_newest_sweep_config_and_rows(assay_home):
     items = Q.item_changes(con, "a", "base", "cand").sort("item_id")
     assert items["change"].to_list() == ["lost", "same", "gained"]
     assert items["candidate_completion"].to_list() == ["cand-greedy-0", "cand-greedy-1", "cand-greedy-2"]
+
+
+def _history(lake, run_id, rows, *, old=False):
+    frame = T.conform(pl.DataFrame([{"run_id": run_id, "created_at": "2026-11-01T00:00:00+00:00", **r} for r in rows]),
+                      T.TRAINING_HISTORY)
+    if old:  # written before the reward-hacking signals existed
+        frame = frame.drop(*Q.TRAINING_LATER_COLUMNS)
+    lake.write_batch("training_history", {"run": run_id}, {"part": frame})
+
+
+def test_training_curves_read_the_hacking_signals_and_nulls_from_an_older_lake(assay_home):
+    lake = Lake.at(assay_home)
+    _history(lake, "r1-old", [{"step": 1, "domain": "a", "reward_mean": 0.5}], old=True)
+    only_old = Q.training_curves(Q.open_views(lake, ["training_history"]), "r1-old")
+    assert only_old.height == 1 and only_old["reward_mean"].to_list() == [0.5]
+    assert all(only_old[c].is_null().all() for c in Q.TRAINING_LATER_COLUMNS)
+    _history(lake, "r2-new", [{"step": 1, "domain": "a", "reward_mean": 0.5, "multi_answer_share": 0.25,
+                            "prompt_copy_share": 0.5, "prompt_copy_reward": 0.75}])
+    con = Q.open_views(lake, ["training_history"])
+    new = Q.training_curves(con, "r2-new")
+    assert new.select(Q.TRAINING_LATER_COLUMNS).row(0) == (0.25, 0.5, 0.75)  # the old file is listed (bound) first
+    assert Q.training_curves(con, "r1-old")["multi_answer_share"].to_list() == [None]
+
+
+def test_rising_shares_compare_the_last_third_of_steps_with_the_first():
+    def series(domain, values):
+        return [{"step": s, "domain": domain, "multi_answer_share": v} for s, v in enumerate(values, 1)]
+
+    curves = pl.DataFrame([*series("climbs", [0.0, 0.05, 0.1, 0.2, 0.3, 0.4]),
+                           *series("flat", [0.3, 0.35, 0.3, 0.3, 0.35, 0.3]),
+                           *series("falls", [0.5, 0.4, 0.3, 0.2, 0.1, 0.0]),
+                           *series("_all", [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]),  # the batch total is no domain
+                           *series("short", [0.0, 0.9]),                        # too few steps to judge
+                           {"step": 1, "domain": "unrecorded", "multi_answer_share": None}])
+    rising = Q.rising_shares(curves, "multi_answer_share")
+    assert rising["domain"].to_list() == ["climbs"]
+    assert rising.row(0, named=True) == pytest.approx({"domain": "climbs", "first": 0.025, "last": 0.35,
+                                                       "rise": 0.325, "steps": 6})
+    assert Q.rising_shares(curves, "multi_answer_share", threshold=0.5).height == 0
+    assert Q.rising_shares(curves.drop("multi_answer_share"), "multi_answer_share").height == 0

@@ -7,6 +7,7 @@ import streamlit as st
 
 from storage import tracking
 from ui import charts, components, data
+from ui import queries as Q
 
 st.title("Training")
 home = data.current_home()
@@ -74,3 +75,34 @@ if zero_var.height:
 if speed.len():
     st.altair_chart(charts.training_curve(batch, "tokens_per_s", "Throughput", "completion tokens/s"),
                     width="stretch")
+
+st.subheader("Reward-hacking signals")
+signals = per_domain.filter(pl.col("multi_answer_share").is_not_null() | pl.col("prompt_copy_share").is_not_null())
+if not signals.height:
+    st.info("This run recorded no reward-hacking signals (trained before they were logged): "
+            "retrain with `assay train` to see them.")
+else:
+    st.caption("Per domain and step: the share of rollouts that state more than one distinct candidate answer "
+               "(answer tags, \\boxed{}, 'Answer:' lines), the share that copy long verbatim stretches of their "
+               "prompt (at least half of the completion in shared runs of 8+ words), and the mean reward those "
+               "copies earned (absent where none copied). Flagged: a domain whose share's mean over the last "
+               f"third of steps exceeds its mean over the first third by more than "
+               f"{Q.RISING_SHARE_THRESHOLD * 100:.0f} percentage points.")
+    for metric, what in (("multi_answer_share", "rollouts stating more than one answer"),
+                         ("prompt_copy_share", "rollouts copying the prompt")):
+        rising = Q.rising_shares(curves, metric)
+        for row in rising.iter_rows(named=True):
+            st.warning(f"{row['domain']}: {what} rose from {components.pct(row['first'])} (first third of "
+                       f"{row['steps']} steps) to {components.pct(row['last'])} (last third): the policy may be "
+                       "learning to game this domain's reward.")
+    left, right = st.columns(2)
+    left.altair_chart(charts.training_curve(signals, "multi_answer_share", "Multiple-answer rollouts",
+                                            "fraction of the domain's rollouts"), width="stretch")
+    right.altair_chart(charts.training_curve(signals, "prompt_copy_share", "Prompt-copying rollouts",
+                                             "fraction of the domain's rollouts"), width="stretch")
+    copy_reward = signals.filter(pl.col("prompt_copy_reward").is_not_null())
+    if copy_reward.height:
+        st.altair_chart(charts.training_curve(copy_reward, "prompt_copy_reward", "Reward of prompt copies",
+                                              "mean reward units"), width="stretch")
+    else:
+        st.caption("No rollout copied its prompt in the chosen domains: no copy reward to show.")
