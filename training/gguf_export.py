@@ -7,8 +7,9 @@ llama.cpp's main branch): ``export_gguf(model_dir, out_path, quant=...)`` writes
 
 - ``f32`` / ``f16``: the tensors with the ``gguf`` package's :class:`gguf.GGUFWriter` (2-D weights
   in f16 for ``f16``; norms stay f32, as llama.cpp expects);
-- ``q8_0`` / ``q4_0``: that f32 file to a temporary path, then llama.cpp's own quantizer
-  (``llama_cpp.llama_model_quantize``), so the quantized blocks (and its choice of type per tensor,
+- ``q8_0`` / ``q4_0``: that f32 file to a temporary path, then llama.cpp's own quantizer (the
+  ``llama-quantize`` binary of the prebuilt ``ik-llama-cpp-python`` wheel, which compiles nothing at
+  install; its bindings do not wrap ``llama_model_quantize``), so the quantized blocks (and its choice of type per tensor,
   e.g. a tied embedding kept at higher precision) are exactly what llama.cpp would produce.
 
 What a llama-arch GGUF must hold, and how a Hugging Face folder maps onto it:
@@ -48,8 +49,6 @@ GGUF_QUANTS = ("f32", "f16", "q8_0", "q4_0")
 
 # llama.cpp's file types (enum llama_ftype, mirrored by gguf.LlamaFileType) of the quants above
 _FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7}
-_LLAMA_FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
-INSTALL_HINT = "`pip install llama-cpp-python` (or `make install`)"
 
 PRE_TOKENIZERS: dict[str, str] = {
     "ByteLevel": "gpt-2",
@@ -374,33 +373,25 @@ def _write_gguf(model_dir: Path, config: dict[str, Any], tokenizer: dict[str, An
 
 
 def _quantize(source: Path, target: Path, quant: str) -> None:
-    """llama.cpp's quantizer, through the bindings: ``source`` (f32 GGUF) to ``target`` in ``quant``."""
-    import ctypes
-    import logging
+    """llama.cpp's quantizer (``llama-quantize``): ``source`` (f32 GGUF) to ``target`` in ``quant``."""
+    import subprocess
+
+    from training.llamacpp_engine import INSTALL_HINT
 
     try:
-        import llama_cpp
+        from ik_llama_cpp import find_quantize_bin
     except ImportError as exc:
         raise RuntimeError(f"quantizing to {quant} needs llama.cpp's Python bindings ({exc}): {INSTALL_HINT}; "
                            "f32 and f16 exports do not") from exc
-    llama_cpp.llama_backend_init()
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, _LLAMA_FTYPES[quant])
-    params.nthread = len(os.sched_getaffinity(0))
-    # the bindings print every llama.cpp log line (a few hundred per file) while their logger's
-    # level is unset; a level the caller chose is kept
-    bindings_log = logging.getLogger("llama-cpp-python")
-    quiet = bindings_log.level == logging.NOTSET
-    if quiet:
-        bindings_log.setLevel(logging.ERROR)
-    try:
-        status = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
-    finally:
-        if quiet:
-            bindings_log.setLevel(logging.NOTSET)
-    if status != 0 or not target.is_file():
-        raise RuntimeError(f"llama.cpp could not quantize {source} to {quant} (status {status}); to see its reason, "
-                           "set logging.getLogger('llama-cpp-python').setLevel(logging.DEBUG) and export again")
+    binary = find_quantize_bin()
+    if binary is None:
+        raise RuntimeError(f"quantizing to {quant} needs the llama-quantize binary of ik-llama-cpp-python, "
+                           f"not found in the installed package: reinstall it ({INSTALL_HINT})")
+    command = [str(binary), str(source), str(target), quant.upper(), str(len(os.sched_getaffinity(0)))]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0 or not target.is_file():
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        raise RuntimeError(f"llama.cpp could not quantize {source} to {quant} (exit {done.returncode}): {tail}")
 
 
 @contextlib.contextmanager

@@ -27,7 +27,16 @@ Decoding is one sequence at a time (the CPU engine a deployment runs single-stre
 prefilled once, and each of its ``n`` samples decodes from that KV cache (the positions past the
 prompt are dropped between samples). No log-probs: this engine serves sweeps, not GRPO rollouts.
 
-``llama_cpp`` is imported in the constructor: this module imports where it is not installed.
+The bindings are ``ik-llama-cpp-python`` (module ``ik_llama_cpp``, ik_llama.cpp, a llama.cpp fork
+with the same GGUF format and q8_0/q4_0 blocks): it ships a prebuilt manylinux wheel (libllama,
+libggml, ``llama-quantize``), so installing it compiles nothing, where ``llama-cpp-python`` is an
+sdist that compiles llama.cpp at install (~13-14 min on 2 cores). Its high-level ``IkLlama`` samples
+with llama.cpp's own samplers, so this engine uses its ctypes layer (model, context, batches,
+``llama_decode``, ``llama_get_logits_ith``) through :class:`LlamaSession`, and binds the one call
+it lacks (``llama_kv_cache_seq_rm``, to drop a sample's positions) from the same library. ONNX
+Runtime (also prebuilt) was not chosen: it neither reads nor writes GGUF, so a GGUF variant would
+need a second export path and a second quantizer. ``ik_llama_cpp`` is imported in the constructor:
+this module imports where it is not installed.
 """
 
 from __future__ import annotations
@@ -44,7 +53,18 @@ from training.generation import (SEED_BITS, Generation, SamplingParams, Seeds, p
                                  completion_text, resolve_seeds)
 from training.prompts import TokenizerPrompts
 
-INSTALL_HINT = "`pip install llama-cpp-python` (or `make install`)"
+INSTALL_HINT = "`pip install ik-llama-cpp-python` (the `variants` extra; `make install` installs it)"
+BINDINGS = "ik-llama-cpp-python"
+"""The distribution that provides the llama.cpp bindings (a prebuilt wheel)."""
+
+
+def import_bindings():
+    """``ik_llama_cpp`` (the llama.cpp bindings), or a RuntimeError that says how to install them."""
+    try:
+        import ik_llama_cpp
+    except ImportError as exc:
+        raise RuntimeError(f"GGUF variants need llama.cpp's Python bindings ({exc}): {INSTALL_HINT}") from exc
+    return ik_llama_cpp
 
 
 class LlamaCppEngine(TokenizerPrompts):
@@ -55,11 +75,7 @@ class LlamaCppEngine(TokenizerPrompts):
 
     def __init__(self, gguf_path: str | os.PathLike, tokenizer_dir: str | os.PathLike, *, n_ctx: int = 4096,
                  threads: int | None = None, policy_ref: str | None = None):
-        try:
-            import llama_cpp
-        except ImportError as exc:
-            raise RuntimeError(f"the llama.cpp engine needs llama.cpp's Python bindings ({exc}): "
-                               f"{INSTALL_HINT}") from exc
+        bindings = import_bindings()
         from transformers import AutoTokenizer
 
         from training.gguf_export import gguf_quant_of
@@ -75,17 +91,12 @@ class LlamaCppEngine(TokenizerPrompts):
         self.n_ctx = n_ctx
         self.quant = gguf_quant_of(gguf_path)
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-        self._version = llama_cpp.__version__
-        self._llama_cpp = llama_cpp
+        self._version = bindings.__version__
         # KV cache: f32 for an f32 file (float32 end to end, as the torch engine's float32; llama.cpp's
         # default f16 cache moved the tiny policy's logits by ~1e-2), else llama.cpp's default f16,
-        # what a deployment of a quantized variant runs. verbose=False: no load report on stderr,
-        # and the bindings' logger at ERROR from here on.
-        kv = {"type_k": llama_cpp.GGML_TYPE_F32, "type_v": llama_cpp.GGML_TYPE_F32} if self.quant == "f32" else {}
-        self.llm = llama_cpp.Llama(str(gguf_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                                   verbose=False, **kv)
-        # an engine never closed would be freed by Llama.__del__ during interpreter shutdown, after
-        # the bindings' globals are gone (a TypeError traceback per engine): free it before that
+        # what a deployment of a quantized variant runs.
+        self.llm = LlamaSession(gguf_path, n_ctx=n_ctx, threads=threads, f32_cache=self.quant == "f32")
+        # free the model and context before interpreter shutdown tears the bindings' globals down
         self._release = weakref.finalize(self, self.llm.close)
         self.n_vocab = self.llm.n_vocab()
         if len(self.tokenizer) > self.n_vocab:
@@ -98,8 +109,9 @@ class LlamaCppEngine(TokenizerPrompts):
 
     @property
     def identity(self) -> str:
-        """The engine, its version and the file's quantization, e.g. ``llama.cpp-0.3.36/q4_0``."""
-        return f"llama.cpp-{self._version}/{self.quant}"
+        """The engine, its bindings' version and the file's quantization, e.g. ``ik_llama.cpp-0.1.5/q4_0``
+        (the bindings are named: another llama.cpp build may decode differently)."""
+        return f"ik_llama.cpp-{self._version}/{self.quant}"
 
 
 
@@ -136,13 +148,13 @@ class LlamaCppEngine(TokenizerPrompts):
         started = time.perf_counter()
         self.llm.reset()
         self.llm.eval(prompt)
-        prompt_logits = self._last_logits()
+        prompt_logits = self.llm.last_logits()
         prefill_share = (time.perf_counter() - started) / params.n
         stops = StopChecker(self.tokenizer, params.stop)
         out = []
         for j in range(params.n):
             started = time.perf_counter()
-            self.llm.n_tokens = len(prompt)  # the next eval drops this prompt's earlier completion from the KV cache
+            self.llm.truncate(len(prompt))  # drop this prompt's earlier completion from the KV cache
             noise = RowNoise([seeds[j]], params.max_new_tokens, "cpu") if params.temperature > 0 else None
             logits, generated, reason = prompt_logits, [], None
             while reason is None:
@@ -154,18 +166,11 @@ class LlamaCppEngine(TokenizerPrompts):
                     reason = "length"
                 else:
                     self.llm.eval([token])
-                    logits = self._last_logits()
+                    logits = self.llm.last_logits()
             out.append(Generation(text=completion_text(self.tokenizer, generated, params.stop),
                                   completion_tokens=len(generated), prompt_tokens=len(prompt), finish_reason=reason,
                                   latency_s=prefill_share + time.perf_counter() - started, token_ids=generated))
         return out
-
-    def _last_logits(self):
-        """A copy of the logits llama.cpp computed for the last position it evaluated."""
-        import numpy as np
-
-        view = self._llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
-        return np.ctypeslib.as_array(view, shape=(self.n_vocab,)).copy()
 
     @staticmethod
     def _pick(logits, params: SamplingParams, noise, step: int) -> int:
@@ -180,6 +185,112 @@ class LlamaCppEngine(TokenizerPrompts):
         if getattr(self, "llm", None) is not None:
             self._release()
             self.llm = None
+
+
+class LlamaSession:
+    """One llama.cpp model and its context (one sequence), over the bindings' ctypes layer: evaluate
+    tokens after those already in the KV cache, read the last position's logits, drop positions."""
+
+    def __init__(self, gguf_path: Path, *, n_ctx: int, threads: int, f32_cache: bool):
+        import ctypes
+
+        bindings = import_bindings()
+        from ik_llama_cpp import _ctypes_api as C
+        from ik_llama_cpp._internals import IkModel
+
+        self._C = C
+        _quiet_logs(C)
+        self._model = IkModel(str(gguf_path))  # mmap, CPU only
+        params = C.llama_context_default_params()
+        params.n_ctx = params.n_batch = n_ctx
+        params.n_threads = params.n_threads_batch = threads
+        # no flash attention: ik_llama.cpp's kernels abort on small heads (the tiny policy's 24) and, on
+        # CPUs without AVX-VNNI, on long prompts (IkLlama turns it off there too). Without it
+        # ik_llama.cpp keeps the V cache in f16 only, so an f32 file gets an f32 K cache.
+        params.flash_attn = False
+        if f32_cache:
+            params.type_k = _GGML_TYPE_F32
+        self.ctx = C.llama_init_from_model(self._model.model, params)
+        if not self.ctx:
+            self._model.close()
+            raise RuntimeError(f"llama.cpp could not create a context for {gguf_path} (n_ctx {n_ctx})")
+        self._ubatch = C.llama_n_ubatch(self.ctx)
+        self._seq_rm = C._lib.llama_kv_cache_seq_rm  # not bound by the package: same library, same C signature
+        self._seq_rm.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]
+        self._seq_rm.restype = ctypes.c_bool
+        self.version = bindings.__version__
+        self.n_tokens = 0
+
+    def n_vocab(self) -> int:
+        return self._model.n_vocab
+
+    def tokenize(self, text: bytes, *, add_bos: bool, special: bool) -> list[int]:
+        """The GGUF vocabulary's own tokenization (tests compare it with the Hugging Face tokenizer's)."""
+        return self._model.tokenize(text.decode(), add_bos=add_bos, special=special)
+
+    def reset(self) -> None:
+        self._C.llama_kv_cache_clear(self.ctx)
+        self.n_tokens = 0
+
+    def truncate(self, n_tokens: int) -> None:
+        """Keep the first ``n_tokens`` positions of the KV cache."""
+        if n_tokens < self.n_tokens:
+            self._seq_rm(self.ctx, 0, n_tokens, -1)
+            self.n_tokens = n_tokens
+
+    def eval(self, tokens: list[int]) -> None:
+        """Evaluate ``tokens`` after the cached positions (in micro-batches), logits for the last one."""
+        from ik_llama_cpp._internals import make_batch_range
+
+        C = self._C
+        for start in range(0, len(tokens), self._ubatch):
+            chunk = tokens[start:start + self._ubatch]
+            batch = make_batch_range(chunk, pos_start=self.n_tokens, logits_last=start + len(chunk) == len(tokens))
+            try:
+                status = C.llama_decode(self.ctx, batch)
+            finally:
+                C.llama_batch_free(batch)
+            if status != 0:
+                raise RuntimeError(f"llama_decode failed (status {status}) at position {self.n_tokens}")
+            self.n_tokens += len(chunk)
+
+    def last_logits(self):
+        """A copy of the logits llama.cpp computed for the last position it evaluated."""
+        import numpy as np
+
+        view = self._C.llama_get_logits_ith(self.ctx, -1)
+        return np.ctypeslib.as_array(view, shape=(self._model.n_vocab,)).copy()
+
+    def close(self) -> None:
+        if self.ctx:
+            self._C.llama_free(self.ctx)
+            self.ctx = None
+        self._model.close()
+
+
+_GGML_TYPE_F32 = 0  # enum ggml_type
+
+
+_LOG_SINK = []  # the C callback must outlive every model: kept here
+
+
+def _quiet_logs(C) -> None:
+    """Send llama.cpp's log lines (a few hundred per model load) nowhere but errors to stderr."""
+    import ctypes
+    import sys
+
+    if _LOG_SINK:
+        return
+    callback_type = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+    def sink(level, text, _user):
+        if level == 4 and text:  # GGML_LOG_LEVEL_ERROR (ik_llama.cpp's ggml.h)
+            sys.stderr.write(text.decode(errors="replace"))
+
+    _LOG_SINK.append(callback_type(sink))
+    C._lib.llama_log_set.argtypes = [callback_type, ctypes.c_void_p]
+    C._lib.llama_log_set.restype = None
+    C._lib.llama_log_set(_LOG_SINK[0], None)
 
 
 def _eos_ids(tokenizer, folder: Path) -> set[int]:

@@ -130,9 +130,9 @@ def unavailable_reason(method: str) -> str | None:
     family = check_method(method).family
     if family == "gguf":
         try:
-            import llama_cpp  # noqa: F401
+            import ik_llama_cpp  # noqa: F401
         except ImportError as exc:
-            return f"llama-cpp-python is not installed ({exc}); run `make install`"
+            return f"ik-llama-cpp-python is not installed ({exc}): `pip install -e '.[variants]'` or `make install`"
         return None
     if family == "torchao":
         import importlib.util
@@ -223,9 +223,9 @@ def make_variant(parent: str, parent_path: str | Path, method: str, checkpoints_
             manifest.artifact = f"model.{quant}.gguf"
             log(f"exporting {parent} to GGUF {quant} ...")
             export_gguf(parent_path, staging / manifest.artifact, quant=quant)
-            import llama_cpp
+            import ik_llama_cpp
 
-            manifest.library = f"llama-cpp-python {llama_cpp.__version__}"
+            manifest.library = f"ik-llama-cpp-python {ik_llama_cpp.__version__}"
         elif family == "torchao":
             import torchao
 

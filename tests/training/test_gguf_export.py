@@ -13,7 +13,7 @@ import pytest
 
 from training.generation import SamplingParams, cut_at_stop, make_engine
 
-llama_cpp = pytest.importorskip("llama_cpp")
+bindings = pytest.importorskip("ik_llama_cpp", reason="the `variants` extra (ik-llama-cpp-python) is not installed")
 
 from training.gguf_export import GGUF_QUANTS, export_gguf, gguf_quant_of  # noqa: E402
 from training.llamacpp_engine import LlamaCppEngine  # noqa: E402
@@ -47,16 +47,28 @@ def engines(ggufs, tiny_checkpoint):
 def test_f32_export_decodes_as_the_torch_engine(engines, torch_engine, ggufs):
     engine = engines["f32"]
     assert gguf_quant_of(ggufs["f32"]) == "f32"
-    assert engine.identity == f"llama.cpp-{llama_cpp.__version__}/f32" and engine.name == "llama.cpp"
+    assert engine.identity == f"ik_llama.cpp-{bindings.__version__}/f32" and engine.name == "llama.cpp"
     assert engine.prompt_format == torch_engine.prompt_format
     prompts = [engine.format_prompt(q) for q in QUESTIONS]
     assert prompts == [torch_engine.format_prompt(q) for q in QUESTIONS]
     ours, theirs = engine.generate(prompts, GREEDY), torch_engine.generate(prompts, GREEDY)
+    # ik_llama.cpp keeps the V cache in f16 without flash attention (whose kernels abort on this
+    # model's head size 24), so a near-tie can flip late in a completion: most completions are
+    # token for token the torch engine's, and teacher-forced on the torch engine's completions the
+    # greedy picks agree at nearly every position (a wrong RoPE layout or head size agrees at few)
+    exact = 0
     for prompt, (a,), (b,) in zip(prompts, ours, theirs):
-        assert a.token_ids == b.token_ids, prompt
-        assert (a.text, a.completion_tokens, a.prompt_tokens, a.finish_reason) == \
-               (b.text, b.completion_tokens, b.prompt_tokens, b.finish_reason)
-        assert a.latency_s > 0
+        assert a.prompt_tokens == b.prompt_tokens and a.latency_s > 0, prompt
+        if a.token_ids == b.token_ids:
+            exact += 1
+            assert (a.text, a.completion_tokens, a.finish_reason) == (b.text, b.completion_tokens, b.finish_reason)
+    assert exact >= 3, f"{exact} of {len(prompts)} greedy completions equal the torch engine's"
+    agree = total = 0
+    for ids, (b,) in zip(engine.encode(prompts), theirs):
+        picks = _greedy_picks(engine, ids, b.token_ids)
+        agree += sum(p == t for p, t in zip(picks, b.token_ids))
+        total += len(b.token_ids)
+    assert agree / total >= 0.95, f"{agree}/{total} teacher-forced greedy picks equal the torch engine's"
     assert len({tuple(g.token_ids) for (g,) in ours}) > 1  # not one degenerate completion for every prompt
     # the GGUF's own vocabulary splits text as the Hugging Face tokenizer does (tokens, merges, pre-tokenizer)
     for prompt in prompts:
@@ -65,15 +77,12 @@ def test_f32_export_decodes_as_the_torch_engine(engines, torch_engine, ggufs):
 
 def _greedy_picks(engine, prompt_ids: list[int], context: list[int]) -> list[int]:
     """The engine's greedy token at each position of ``context`` fed after the prompt (teacher forcing)."""
-    import numpy as np
-
     llm = engine.llm
     llm.reset()
     llm.eval(prompt_ids)
     picks = []
     for token in context:
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
-        picks.append(int(logits.argmax()))
+        picks.append(int(llm.last_logits().argmax()))
         llm.eval([token])
     return picks
 
@@ -104,13 +113,14 @@ def test_seeded_sampling_is_reproducible_and_seeds_differ(engines, torch_engine)
     assert len(set(first)) == 4
     assert [g.text for g in engine.generate(prompt, params, [[14, 13, 12, 11]])[0]] == first[::-1]
     # params.seed derives the seeds as the torch engine does, and the draws are the torch engine's:
-    # f32 file and torch float32 sample the same completions (measured 16 of 16 here; in general
-    # a logit difference of ~1e-5 can move a draw across a token boundary, hence "most")
+    # f32 file and torch float32 sample the same completions (measured 13 of 16 with ik_llama.cpp's
+    # f16 V cache, 16 of 16 with llama-cpp-python's f32 one: a small logit difference can move a
+    # draw across a token boundary, hence "most"; unrelated draws would agree on almost none)
     prompts = [engine.format_prompt(q) for q in QUESTIONS]
     derived = SamplingParams(max_new_tokens=16, temperature=1.0, top_k=50, top_p=0.9, n=4, seed=5)
     ours, theirs = engine.generate(prompts, derived), torch_engine.generate(prompts, derived)
     same = sum(a.token_ids == b.token_ids for per_a, per_b in zip(ours, theirs) for a, b in zip(per_a, per_b))
-    assert same >= 14, f"{same} of 16 samples equal"
+    assert same >= 12, f"{same} of 16 samples equal"
 
 
 def test_stop_strings_and_max_new_tokens(engines, torch_engine):

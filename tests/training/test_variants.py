@@ -118,7 +118,7 @@ def test_gguf_variant_is_served_by_llama_cpp(tiny_checkpoint, tmp_path):
     folder = make_variant("wide", tiny_checkpoint, "gguf-q8_0", tmp_path / "checkpoints")
     manifest = read_manifest(folder)
     assert manifest.artifact == "model.q8_0.gguf" and gguf_quant_of(folder / manifest.artifact) == "q8_0"
-    assert manifest.library.startswith("llama-cpp-python")
+    assert manifest.library.startswith("ik-llama-cpp-python")
     engine = make_engine(str(folder), "vllm", dtype="float32", home=str(tmp_path))  # the manifest decides
     assert engine.name == "llama.cpp" and engine.identity.endswith("/q8_0")
     texts = [g[0].text for g in engine.generate([engine.format_prompt(p) for p in PROMPTS],
