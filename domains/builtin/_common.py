@@ -134,7 +134,7 @@ def parse_number(text: str) -> float | None:
     """The number a short answer span states: '1,234', '$12.50', '45%', '-3/4', '1e3'."""
     if not isinstance(text, str):
         return None
-    cleaned = text.replace("$", "").replace("\u2212", "-").strip()
+    cleaned = unicodedata.normalize("NFKC", text).replace("$", "").replace("\u2212", "-").strip()
     cleaned = _LATEX_FRAC.sub(r"\1/\2", cleaned)
     frac = _FRACTION.fullmatch(cleaned.strip().rstrip("."))
     if frac and int(frac.group(2)) != 0:
@@ -183,7 +183,7 @@ def score_number(completion: str, reference: str, *, rel_tol: float = 0.0, abs_t
     ref = parse_number(reference)
     if ref is None:
         return 0.0
-    return 1.0 if numbers_match(final_number(completion), ref, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0
+    return 1.0 if numbers_match(declared_number(completion), ref, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0
 
 
 def normalize_text_answer(text: str) -> str:
@@ -220,3 +220,116 @@ def read_json(path) -> object:
 
 ANSWER_HINT = "Finish with a line 'Answer: <your answer>'."
 NUMBER_HINT = "Finish with a line 'Answer: <number>'."
+
+
+# -- one declared answer (issue 27) -------------------------------------------------------------
+# A scorer judges ONE span, the one the completion declares as its answer. A completion that
+# declares several different answers (two <answer> tags, a tag then a bare "False", a boxed value
+# and a different "Answer:" line) has hedged, and no span of it is judged: taking the best of
+# several spans pays every true/false item for "<answer>True</answer>\nFalse".
+_ANSWER_LINE_START = re.compile(r"^[\s*_#>]*(?:final\s+)?answer\s*[:=]\s*(.*)$", re.I | re.M)
+_TAGS = re.compile(r"</?answer>", re.I)
+_EDGE = re.compile(r"^[\s*_`\"']+|[\s*_`\"'.!]+$")
+
+
+def _clean_span(span: str) -> str:
+    """A span as compared with the others: no tags, no lone \\boxed{}, no markdown or closing
+    punctuation around it ("**True**." and "True" are one answer)."""
+    span = _TAGS.sub(" ", span).strip()
+    boxed = boxed_contents(span)
+    if len(boxed) == 1 and span.startswith("\\boxed{") and span.endswith("}"):
+        span = boxed[0]
+    return _EDGE.sub("", span)
+
+
+def stated_answers(completion: str) -> list[str]:
+    """Every answer span a completion declares, in order: each ``\\boxed{}``, each
+    ``<answer>...</answer>``, each line starting "Answer:" (its closing period dropped), and any
+    text left after the last closing ``</answer>`` (``<answer>True</answer>\\nFalse`` states two
+    answers). Spans are stripped but otherwise as written (verifiers compare them exactly); an
+    empty tag is a declared, empty answer."""
+    if not isinstance(completion, str):
+        return []
+    text = completion.replace("\x00", "")
+    spans = [b.strip() for b in boxed_contents(text)]
+    tags = list(_ANSWER_TAG.finditer(text))
+    spans += [m.group(1).strip() for m in tags]
+    outside = _ANSWER_TAG.sub("\n", text)
+    for m in _ANSWER_LINE_START.finditer(outside):
+        line = m.group(1).strip().rstrip(".").strip().strip("*").strip()
+        if line.startswith("\\boxed{") and len(boxed_contents(line)) == 1 and line.endswith("}"):
+            continue  # "Answer: \\boxed{7}" is the boxed span, already counted
+        spans.append(line)
+    if tags:
+        tail = text[tags[-1].end():]
+        if _clean_span(tail) and not _ANSWER_LINE_START.search(tail) and "\\boxed{" not in tail:
+            spans.append(tail.strip())  # a bare second answer after the tag; a closing "." is not one
+    return spans
+
+
+def declared_answer(completion: str, *, key: Callable[[str], object] | None = None,
+                    fallback: str | None = "last_line") -> str | None:
+    """The one answer span to judge: the declared span when every declared span says the same
+    (``key``, applied to the span without markup, decides sameness; default: normalized text),
+    None when they differ (a hedge). With no declared span: what follows the last "the answer is",
+    else the last non-empty line (``fallback="last_line"``) or the whole completion (``"whole"``:
+    a bare multi-line answer, a grid, is one span) or nothing (None)."""
+    if not isinstance(completion, str):
+        return None
+    key = key or normalize_text_answer
+    spans = stated_answers(completion)
+    if spans:
+        return spans[-1] if len({key(_clean_span(s)) for s in spans}) == 1 else None
+    text = completion.replace("\x00", "")
+    marked = final_answer_text(text)
+    if marked is not None:
+        return marked
+    if fallback == "whole":
+        return text.strip() or None
+    if fallback == "last_line":
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        return lines[-1].strip() if lines else None
+    return None
+
+
+def single_number(span: str | None) -> float | None:
+    """The number a span states, None when it states none or several different numbers
+    ("Answer: 12 13 14" is a spray, not an answer)."""
+    if span is None:
+        return None
+    value = parse_number(span)
+    if value is None:
+        return None
+    cleaned = _LATEX_FRAC.sub(r"\1/\2", unicodedata.normalize("NFKC", span).replace("\u2212", "-"))
+    if _FRACTION.fullmatch(cleaned.replace("$", "").strip().rstrip(".")):
+        return value
+    others = set()
+    for raw in NUMBER.findall(cleaned.replace("$", "")):
+        try:
+            others.add(float(raw.replace(",", "")))
+        except ValueError:
+            continue
+    return value if len(others) <= 1 else None
+
+
+def _number_key(span: str) -> object:
+    value = single_number(span)
+    return ("n", value) if value is not None else ("t", normalize_text_answer(span))
+
+
+def declared_number(completion: str) -> float | None:
+    """The number a completion declares as its answer (one declared span, one number in it); with
+    no declared span, the last number it writes."""
+    if not isinstance(completion, str):
+        return None
+    if stated_answers(completion) or final_answer_text(completion.replace("\x00", "")) is not None:
+        return single_number(declared_answer(completion, key=_number_key, fallback=None))
+    numbers = NUMBER.findall(unicodedata.normalize("NFKC", completion).replace("\u2212", "-"))
+    for raw in reversed(numbers):
+        try:
+            value = float(raw.replace(",", ""))
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            return value
+    return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import random
 import re
@@ -18,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
-from domains.builtin._common import answer_candidates, int_seed, normalize_text_answer, stream_split
+from domains.builtin._common import declared_answer, int_seed, normalize_text_answer, stream_split
 from domains.builtin._rg_untrusted_answers import SYMPY_TASKS, harden_verifier, is_plain_math
 
 ANSWER_HINT = "Give your final answer inside <answer></answer> tags."
@@ -46,10 +47,86 @@ def _puzzle24_score(answer: str, entry: dict) -> float:
     return float(scoring_dataset("puzzle24").score_answer(answer, entry))
 
 
+def _coin_flip_score(answer: str, entry: dict) -> float:
+    # reasoning-gym's coin_flip falls back to comparing the digits of the formatted numbers, so
+    # "0" shares the leading "0" of every probability below 1 and scores 1.0; compare values.
+    from fractions import Fraction
+
+    try:
+        said = float(Fraction(answer.replace(",", "").strip()))
+        truth = float(Fraction(str(entry["answer"]).replace(",", "").strip()))
+    except (ValueError, ZeroDivisionError):
+        return 0.0
+    return 1.0 if math.isclose(said, truth, rel_tol=1e-3, abs_tol=1e-9) else 0.0
+
+
+def _restates_premises(answer: str, premises: list[str]) -> bool:
+    """Whether ``answer`` has the truth table of one premise or of some premises joined with ∧."""
+    from itertools import combinations
+
+    from reasoning_gym.logic.propositional_logic import Expression
+
+    dataset = scoring_dataset("propositional_logic")
+    parsed = [Expression.from_string(p) for p in premises]
+    conclusion = Expression.from_string(answer)
+    assignments = dataset._generate_assignments(dataset._collect_variables(parsed + [conclusion]))
+
+    def table(exprs):
+        return tuple(all(e.evaluate(a) for e in exprs) for a in assignments)
+
+    said = table([conclusion])
+    return any(table(subset) == said for k in range(1, len(parsed) + 1) for subset in combinations(parsed, k))
+
+
+def _propositional_logic_score(answer: str, entry: dict) -> float:
+    # reasoning-gym accepts any entailed formula, so the premises joined with "∧" (or one premise
+    # restated) "follow" from the premises and solve every item from the prompt alone; a
+    # conclusion must say something no premise or conjunction of premises already says (compared
+    # by truth table, so re-bracketing and reordering are caught). Items whose own reference is
+    # such a restatement are not drawn (ITEM_FILTERS).
+    value = float(scoring_dataset("propositional_logic").score_answer(answer, entry))
+    if value < 1.0:
+        return value
+    return 0.0 if _restates_premises(answer, list(entry["metadata"]["premises"])) else value
+
+
+def _concludes_something_new(entry: dict) -> bool:
+    reference = reference_answer(entry)
+    try:
+        return reference is not None and not _restates_premises(reference, list(entry["metadata"]["premises"]))
+    except (ValueError, KeyError, AttributeError):
+        return False
+
+
+# Items a task's generator makes that no scorer can judge fairly, dropped when drawing.
+ITEM_FILTERS: dict[str, Callable[[dict], bool]] = {
+    # about half of reasoning-gym's references restate the premises ("R", "Q" -> "(Q ∧ R)"), the
+    # very answer that can be copied from the prompt: such an item cannot tell work from copying.
+    "propositional_logic": _concludes_something_new,
+}
+
+
 SCORE_OVERRIDES: dict[str, Callable[[str, dict], float]] = {
     "game_of_life_halting": _strict_bool_score,
     "puzzle24": _puzzle24_score,
+    "coin_flip": _coin_flip_score,
+    "propositional_logic": _propositional_logic_score,
 }
+
+# Tasks allowed to pay reasoning-gym's partial credit, each with the reason beside it. Empty: no
+# task has shown that its partial credit measures progress rather than format.
+SHAPED_TASKS: dict[str, str] = {}
+
+_TRUTH_WORDS = ("true", "false", "yes", "no")
+
+
+def _hedges_truth_value(span: str, entry: dict) -> bool:
+    """A span that names both truth values for a yes/no or true/false item ("Yes or No")."""
+    reference = normalize_text_answer(str(entry.get("answer") or ""))
+    if reference not in _TRUTH_WORDS:
+        return False
+    said = set(re.findall(r"[a-z]+", normalize_text_answer(span))) & set(_TRUTH_WORDS)
+    return len(said) > 1
 
 
 @lru_cache(maxsize=None)
@@ -188,7 +265,7 @@ def draw_entries(task: str, config: dict, n: int, *seed_parts: object,
         parts = (*seed_parts, chunk)
         for entry in _chunk_entries_hash_stable(task, config, size, int_seed("rg", task, *parts), parts):
             reference = reference_answer(entry)
-            if reference is None:
+            if reference is None or (task in ITEM_FILTERS and not ITEM_FILTERS[task](entry)):
                 continue
             meta = {"task": task, "rg_answer": None if entry.get("answer") is None else str(entry["answer"]),
                     "rg_metadata": entry["metadata"]}
@@ -211,8 +288,9 @@ def _metadata(sample: dict) -> dict:
 
 def score_with_verifier(completion: str, sample: dict, *, task: str | None = None,
                         prompt_suffix: str = PROMPT_SUFFIX) -> float:
-    """Best verifier score over the spans of ``completion`` that may hold the answer; 0.0 when
-    the verifier raises (malformed text is simply not a correct answer)."""
+    """1.0 when the task's verifier gives full marks to the one answer span the completion
+    declares (``declared_answer``), else 0.0: a hedge (several different declared answers), a
+    verifier that raises, or partial credit (unless the task is in ``SHAPED_TASKS``)."""
     if not isinstance(completion, str) or not completion.strip():
         return 0.0
     meta = _metadata(sample)
@@ -234,20 +312,23 @@ def score_with_verifier(completion: str, sample: dict, *, task: str | None = Non
             scorer = scoring_dataset(task, json.dumps(meta.get("rg_config") or {}, sort_keys=True)).score_answer
         except Exception:  # noqa: BLE001 - an unknown task or bad config in a row's metadata
             return 0.0
-    best = 0.0
-    for candidate in answer_candidates(completion):
-        if task in SYMPY_TASKS and not is_plain_math(candidate, SYMPY_TASKS[task]):
-            continue  # sympy would eval() it: only plain arithmetic may reach these verifiers
-        try:
-            with _quiet():  # some verifiers print (tower_of_hanoi prints every invalid move)
-                value = float(scorer(candidate, entry))
-        except Exception:  # noqa: BLE001
-            continue
-        if value == value:
-            best = max(best, min(1.0, max(0.0, value)))
-        if best >= 1.0:
-            break
-    return best
+    candidate = declared_answer(completion, fallback="whole")
+    if candidate is None or not candidate.strip() or _hedges_truth_value(candidate, entry):
+        return 0.0
+    if task in SYMPY_TASKS and not is_plain_math(candidate, SYMPY_TASKS[task]):
+        return 0.0  # sympy would eval() it: only plain arithmetic may reach these verifiers
+    try:
+        with _quiet():  # some verifiers print (tower_of_hanoi prints every invalid move)
+            value = float(scorer(candidate, entry))
+    except Exception:  # noqa: BLE001 - malformed text is simply not a correct answer
+        return 0.0
+    if value != value:
+        return 0.0
+    if task in SHAPED_TASKS:
+        return min(1.0, max(0.0, value))
+    # Binary: reasoning-gym's partial credit pays format-only junk (0.01-0.05 for any parseable
+    # answer) and containment (len(answer)/len(text)), which beats nothing in an all-wrong group.
+    return 1.0 if value >= 1.0 else 0.0
 
 
 def mixed_samples(domain: str, tasks: dict[str, dict], *, eval_share: float = 0.5):

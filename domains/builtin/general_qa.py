@@ -21,7 +21,7 @@ import unicodedata
 from functools import lru_cache
 
 from domains import Domain
-from domains.builtin._common import (ANSWER_HINT, answer_candidates, final_number, read_json,
+from domains.builtin._common import (ANSWER_HINT, declared_answer, declared_number, read_json,
                                      seeded_rng, stream_split)
 
 OWNER = "knowledge-team@assay.dev"
@@ -107,13 +107,25 @@ def samples(split: str, n: int, seed: int):
 
 
 def _verdict(completion: str) -> str | None:
-    for span in answer_candidates(completion):
-        words = set(_fold(span).split()) & {"true", "false"}
-        if len(words) == 1:
-            return words.pop()
-        if len(words) == 2:
-            return None  # "true or false" hedges
-    return None
+    span = declared_answer(completion)
+    words = set(_fold(span).split()) & {"true", "false"} if span is not None else set()
+    return words.pop() if len(words) == 1 else None  # "true or false" hedges say nothing
+
+
+@lru_cache(maxsize=None)
+def _options(kind: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Every answer of a kind with its aliases' folded words: the candidates a spray would list."""
+    return tuple((fact["answer"], tuple(_fold(a) for a in fact["metadata"].get("aliases") or [fact["answer"]]))
+                 for fact in fact_pool() if fact["metadata"].get("kind") == kind)
+
+
+def _stated_options(words: list[str], kind: str, *, exact_case: list[str] | None = None) -> set[str]:
+    """The answers of this kind a span names (symbols are matched case-sensitively as words)."""
+    if exact_case is not None:
+        symbols = {answer for answer, _ in _options(kind)}
+        return {w for w in exact_case if w in symbols}
+    return {answer for answer, aliases in _options(kind)
+            if any(_contains_phrase(words, a.split()) for a in aliases if a)}
 
 
 def score(completion: str, sample: dict) -> float:
@@ -126,20 +138,24 @@ def score(completion: str, sample: dict) -> float:
     if kind == "claim":
         return 1.0 if _verdict(completion) == _fold(answer) else 0.0
     if kind == "atomic_number":
-        value = final_number(completion)
+        value = declared_number(completion)
         return 1.0 if value is not None and value == float(answer) else 0.0
     aliases = [a for a in (meta.get("aliases") or [answer]) if isinstance(a, str) and a.strip()] or [answer]
-    for span in answer_candidates(completion)[:3]:
-        if kind == "element_symbol":
-            words = re.findall(r"[A-Za-z]+", span)
-            if answer in words and len(words) <= 1 + MAX_EXTRA_WORDS:
-                return 1.0
-            continue
-        words = _fold(span).split()
-        for alias in aliases:
-            alias_words = _fold(alias).split()
-            if _contains_phrase(words, alias_words) and len(words) <= len(alias_words) + MAX_EXTRA_WORDS:
-                return 1.0
+    span = declared_answer(completion)
+    if span is None:
+        return 0.0
+    # The span must name one candidate of the item's kind: listing several is a spray.
+    if kind == "element_symbol":
+        words = re.findall(r"[A-Za-z]+", span)
+        named = _stated_options([], kind, exact_case=words)
+        return 1.0 if named == {answer} and len(words) <= 1 + MAX_EXTRA_WORDS else 0.0
+    words = _fold(span).split()
+    if kind in ("capital", "currency", "element_name") and _stated_options(words, kind) - {answer}:
+        return 0.0
+    for alias in aliases:
+        alias_words = _fold(alias).split()
+        if _contains_phrase(words, alias_words) and len(words) <= len(alias_words) + MAX_EXTRA_WORDS:
+            return 1.0
     return 0.0
 
 

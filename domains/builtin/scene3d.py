@@ -16,7 +16,7 @@ import random
 import re
 
 from domains import Domain
-from domains.builtin._common import ANSWER_HINT, answer_candidates, draws_from, final_number, stream_split
+from domains.builtin._common import ANSWER_HINT, declared_answer, declared_number, draws_from, stream_split
 
 OWNER = "spatial-team@assay.dev"
 COLORS = ("red", "blue", "green", "yellow", "purple", "orange", "gray", "white")
@@ -117,7 +117,7 @@ def score(completion: str, sample: dict) -> float:
     answer = str(sample.get("answer", ""))
     form = meta.get("form")
     if form == "number":
-        value = final_number(completion)
+        value = declared_number(completion)
         try:
             reference = float(answer)
         except ValueError:
@@ -125,18 +125,12 @@ def score(completion: str, sample: dict) -> float:
         tol = DISTANCE_TOL if meta.get("kind") == "distance" else 1e-9
         return 1.0 if value is not None and abs(value - reference) <= tol else 0.0
     if form == "yes_no":
-        for span in answer_candidates(completion):
-            said = set(_words(span)) & {"yes", "no"}
-            if said:
-                return 1.0 if said == {answer} else 0.0
-        return 0.0
+        span = declared_answer(completion)
+        return 1.0 if span is not None and set(_words(span)) & {"yes", "no"} == {answer} else 0.0
     asked = set(meta.get("asked_about") or []) - {answer}
     names = [n for n in meta.get("objects") or [] if isinstance(n, str) and n not in asked] or [answer]
-    for span in answer_candidates(completion):
-        said = _mentioned(span, names)
-        if said:
-            return 1.0 if said == {answer} else 0.0
-    return 0.0
+    span = declared_answer(completion)
+    return 1.0 if span is not None and _mentioned(span, names) == {answer} else 0.0
 
 
 DOMAIN = Domain(

@@ -50,16 +50,25 @@ def test_one_completion_cannot_rewrite_every_later_reward(monkeypatch):
     assert domain.score("<answer>certainly wrong</answer>", second) == 0.0
 
 
+def _verifier_and_domain(task: str, completion_span: str, sample: dict) -> tuple[float, float]:
+    """The hardened verifier's own score of a span, and the domain's (binary) score of it."""
+    meta = sample["metadata"]
+    entry = {"question": "", "answer": meta.get("rg_answer"), "metadata": dict(meta["rg_metadata"])}
+    raw = float(_rg.scoring_dataset(task).score_answer(completion_span, entry))
+    return raw, get_registry().get(f"rg_{task}").score(f"<answer>{completion_span}</answer>", sample)
+
+
 def test_literal_answers_keep_the_verifiers_partial_credit():
-    """eval -> literal_eval keeps what the verifiers meant: a Python list spelling of the answer."""
+    """eval -> literal_eval keeps what the verifiers meant: a Python list spelling of the answer
+    gets the verifier's partial credit, which the domain (binary since issue 27) pays as 0."""
     sample = _sample("string_insertion")
-    assert get_registry().get("rg_string_insertion").score(f"<answer>{list(sample['answer'])!r}</answer>", sample) == 0.1
+    assert _verifier_and_domain("string_insertion", repr(list(sample["answer"])), sample) == (0.1, 0.0)
     sample = _sample("spiral_matrix")
     as_list = "[" + ", ".join(sample["answer"].split()) + "]"
-    assert get_registry().get("rg_spiral_matrix").score(f"<answer>{as_list}</answer>", sample) == 0.1
+    assert _verifier_and_domain("spiral_matrix", as_list, sample) == (0.1, 0.0)
     sample = _sample("n_queens")
     board = [row.split() for row in sample["answer"].splitlines()]
-    assert get_registry().get("rg_n_queens").score(f"<answer>{board!r}</answer>", sample) == 0.5
+    assert _verifier_and_domain("n_queens", repr(board), sample) == (0.5, 0.0)
 
 
 @pytest.mark.parametrize("task", EXECUTING_TASKS)
