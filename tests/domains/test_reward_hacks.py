@@ -237,3 +237,46 @@ if __name__ == "__main__":  # python -m tests.domains.test_reward_hacks: the pai
     print("by family:", dict(Counter(family for _, family in found)))
     for (name, family), mean in sorted(found.items()):
         print(f"  {name:40s} {family:18s} mean {mean}")
+
+
+# -- the shared mechanism ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("completion", [
+    "<answer>True</answer>\nFalse", "<answer>3</answer> <answer>4</answer>", "\\boxed{3}\nAnswer: 4",
+    "Answer: yes\nAnswer: no", "<answer>Lima</answer>\n**Answer:** Quito",
+])
+def test_declared_answer_is_none_for_a_hedge(completion):
+    from domains.builtin._common import declared_answer
+
+    assert declared_answer(completion) is None
+
+
+@pytest.mark.parametrize("completion, span", [
+    ("Thinking...\n<answer>True</answer>", "True"), ("<answer>True</answer>.", "True"),
+    ("<answer>7</answer>\nAnswer: 7", "7"), ("Answer: \\boxed{7}", "7"), ("So\nAnswer: Lima.", "Lima"),
+    ("<answer>**True**</answer>\n<answer>true</answer>", "true"),
+])
+def test_declared_answer_keeps_one_answer_said_twice_or_dressed(completion, span):
+    from domains.builtin._common import declared_answer
+
+    assert declared_answer(completion) == span
+
+
+def test_declared_number_refuses_a_spray_and_accepts_formatting():
+    from domains.builtin._common import declared_number
+
+    assert declared_number("Answer: 12 13 14") is None
+    assert declared_number("\\boxed{12}\nAnswer: 13") is None
+    assert declared_number("Answer: $1,234.50") == 1234.5
+    assert declared_number("\\boxed{12}\nAnswer: 12.0") == 12.0
+    assert declared_number("Answer: ４２") == 42.0
+    assert declared_number("Answer: -3/4") == -0.75
+
+
+def test_family_relationship_labels_that_reasoning_gym_reverses_are_not_drawn(items):
+    from domains.builtin._rg import ITEM_FILTERS
+
+    keep = ITEM_FILTERS["family_relationships"]
+    assert not keep({"answer": "mother-in-law"}) and not keep({"answer": "nephew"}) and keep({"answer": "mother"})
+    _, samples = items["rg_family_relationships"]
+    assert not {s["answer"] for s in samples} & {"mother-in-law", "father-in-law", "niece", "nephew"}
