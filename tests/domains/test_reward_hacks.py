@@ -157,7 +157,9 @@ def test_propositional_logic_premises_are_not_a_conclusion(items):
 
 def test_coin_flip_zero_is_not_every_small_probability(items):
     domain, samples = _rg(items, "coin_flip")
-    wrong = [s for s in samples if float(eval(s["answer"].replace("/", "/"), {})) != 0.0]  # noqa: S307 - our own data
+    from fractions import Fraction
+
+    wrong = [s for s in samples if Fraction(s["answer"]) != 0]
     assert wrong
     assert [domain.safe_score(c, s) for s in wrong for c in ("<answer>0</answer>", "<answer>0</answer>\n1")] \
         == [0.0] * (2 * len(wrong))
