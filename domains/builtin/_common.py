@@ -255,11 +255,16 @@ def stated_answers(completion: str) -> list[str]:
     tags = list(_ANSWER_TAG.finditer(text))
     spans += [m.group(1).strip() for m in tags]
     outside = _ANSWER_TAG.sub("\n", text)
-    for m in _ANSWER_LINE_START.finditer(outside):
+    lines = list(_ANSWER_LINE_START.finditer(outside))
+    for m in lines:
         line = m.group(1).strip().rstrip(".").strip().strip("*").strip()
         if line.startswith("\\boxed{") and len(boxed_contents(line)) == 1 and line.endswith("}"):
             continue  # "Answer: \\boxed{7}" is the boxed span, already counted
         spans.append(line)
+    if lines and not tags:
+        tail = outside[lines[-1].end():]
+        if _clean_span(tail) and "\\boxed{" not in tail:
+            spans.append(tail.strip())  # the prompt asks to *finish* with the line: "Answer: True\nFalse"
     if tags:
         tail = text[tags[-1].end():]
         if _clean_span(tail) and not _ANSWER_LINE_START.search(tail) and "\\boxed{" not in tail:

@@ -82,6 +82,7 @@ def hacks(sample: dict) -> dict[str, str]:
         "two_tags": f"<answer>{a}</answer>\n<answer>{b}</answer>",
         "boxed_then_line": f"\\boxed{{{a}}}\nAnswer: {b}",
         "two_answer_lines": f"Answer: {a}\nAnswer: {b}",
+        "line_then_bare": f"Answer: {a}\n{b}",
         "hedge_in_span": _declare(sample, f"{a} or {b}"),
         "truth_stuffing": _declare(sample, "True False Yes No"),
         "prompt_echo": prompt,
@@ -245,7 +246,7 @@ if __name__ == "__main__":  # python -m tests.domains.test_reward_hacks: the pai
 
 @pytest.mark.parametrize("completion", [
     "<answer>True</answer>\nFalse", "<answer>3</answer> <answer>4</answer>", "\\boxed{3}\nAnswer: 4",
-    "Answer: yes\nAnswer: no", "<answer>Lima</answer>\n**Answer:** Quito",
+    "Answer: yes\nAnswer: no", "<answer>Lima</answer>\n**Answer:** Quito", "Answer: True\nFalse",
 ])
 def test_declared_answer_is_none_for_a_hedge(completion):
     from domains.builtin._common import declared_answer
