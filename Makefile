@@ -62,11 +62,16 @@ team-down: ## stop what team-up started
 demo: install ## set up and run the main job on the embedded defaults
 	$(BIN)/assay demo
 
-test: test-deps ## set up and run the whole test suite (slow and browser tests included)
-	$(BIN)/python -m pytest -q
+# The suite runs on every core, one torch thread per worker: OMP_NUM_THREADS=2 per worker on 2 cores
+# oversubscribes them (torch and DeepSpeed slow down ~10x). worksteal balances the long tests.
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
-test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow and not browser"
+test: test-deps ## set up and run the whole test suite (slow and browser tests included)
+	$(PYTEST)
+
+test-fast: install ## the inner loop: the suite without the slow end-to-end and browser tests
+	$(PYTEST) -m "not slow and not browser"
 
 ui: install ## Dagster UI on http://localhost:3000 (runs queue: one trainer, sweeps limited by cores)
 	# pipelines.instance writes/upgrades dagster.yaml and sets the pool limits before the daemon starts
