@@ -83,6 +83,9 @@ class Domain:
       terminal tasks: sweeps then run each sample as a multi-turn episode of the policy in a
       sandboxed terminal (:mod:`training.agent_loop`), scored by the task's hidden tests; ``score``
       stays the single-turn view (the completion run as one script).
+    - ``attacks``: ``attacks(sample) -> {family: [completions]}``, the domain's own reward hacks
+      (built from the prompt, never the answer), run by ``assay domains attack`` and the self-test
+      beside the generic families of :mod:`quality.reward_attacks`; any that scores above 0 fails it.
     """
 
     name: str
@@ -102,6 +105,7 @@ class Domain:
     extra_checks: ExtraChecksFn | None = None
     episode_task: Callable[[dict], Any] | None = None
     context_tokens: int | None = None
+    attacks: Callable[[dict], Mapping[str, Sequence[str]]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
@@ -125,6 +129,9 @@ class Domain:
         if self.episode_task is not None and not callable(self.episode_task):
             raise DomainError(f"domain {self.name!r}: episode_task must be a callable or None, got "
                               f"{type(self.episode_task).__name__}")
+        if self.attacks is not None and not callable(self.attacks):
+            raise DomainError(f"domain {self.name!r}: attacks must be a callable or None, got "
+                              f"{type(self.attacks).__name__}")
         if self.extra_checks is not None and not callable(self.extra_checks):
             raise DomainError(f"domain {self.name!r}: extra_checks must be a callable or None, got "
                               f"{type(self.extra_checks).__name__}")

@@ -174,6 +174,16 @@ VARIANT_DOMAINS = {
 }
 
 
+# reward_attacks/domain=<d>/run=<r>/part.parquet  -- written by quality.reward_attacks (`assay domains
+# attack`, source "cli"; the self-test gate, source "selftest"): one row per (run, domain, hack family).
+# paid: items (whose control scored 1.0) where any of the family's candidates scored > 0; mean_score
+# over every candidate tried, max_score and example null when nothing was tried / nothing paid.
+REWARD_ATTACKS = {
+    "run": pl.Utf8, "source": pl.Utf8, "domain": pl.Utf8, "family": pl.Utf8, "items": pl.Int64, "paid": pl.Int64,
+    "candidates": pl.Int64, "mean_score": pl.Float64, "max_score": pl.Float64, "example": pl.Utf8,
+    "controls_ok": pl.Int64, "controls": pl.Int64, "error": pl.Utf8, "attacked_at": pl.Utf8,
+}
+
 def empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 

@@ -1,11 +1,15 @@
-"""``assay domains list|check``: the registry, and the environment self-test of each domain."""
+"""``assay domains list|check|attack``: the registry, the environment self-test of each domain, and
+the red-team run of its reward (:mod:`quality.reward_attacks`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit
+from pipelines.config_flags import add_model_flags, model_from_args
+from quality.attack_config import AttackConfig
 
 
 def register(subparsers) -> None:
@@ -30,6 +34,24 @@ def register(subparsers) -> None:
     check.add_argument("--samples", type=int, default=20, help="items per split to check (default 20)")
     add_json_flag(check)
     check.set_defaults(handler=check_domains)
+
+    attack = sub.add_parser(
+        "attack", help="try to earn each domain's reward without the work (red-team its scorer)",
+        description="Score generic reward hacks built from the prompt alone (answer sprays, two-answer "
+                    "hedges, prompt echoes, keyword stuffing, several boxed/Answer lines, odd number formats, "
+                    "empty/huge/NUL text, fig-leaf refusals, all options) plus the domain's own "
+                    "(Domain.attacks) with the domain's scorer, as the trainer does. A family is paid on an "
+                    "item when any candidate scores above 0 while the reference answer scores 1.0. "
+                    "Exit 1 if anything is paid or a reference answer does not score 1.0; run it before "
+                    "shipping a domain.",
+        epilog="examples:\n  assay domains attack math_arith logic\n  assay domains attack --all --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    attack.add_argument("domain", nargs="*", help="domain names (or use --all / --tag)")
+    attack.add_argument("--all", action="store_true", help="attack every registered domain")
+    attack.add_argument("--tag", action="append", help="attack the domains with this tag (repeatable)")
+    add_model_flags(attack, AttackConfig, metavars={"items": "N"})
+    add_json_flag(attack)
+    attack.set_defaults(handler=attack_domains)
 
 
 def _registry():
@@ -83,3 +105,44 @@ def check_domains(args: argparse.Namespace) -> int:
 
     emit(args, payload, human)
     return 0 if all(r["passed"] for r in results) else EXIT_FAILED
+
+
+def attack_domains(args: argparse.Namespace) -> int:
+    from domains import UnknownDomainError
+
+    config = model_from_args(AttackConfig, args)
+    registry = _registry()
+    if sum((bool(args.domain), args.all, bool(args.tag))) != 1:
+        raise CliError("give DOMAIN names, --all or --tag (one of them); `assay domains list` shows the names")
+    try:
+        chosen = (list(registry) if args.all else registry.select(tags=args.tag) if args.tag
+                  else [registry.get(name) for name in args.domain])
+    except UnknownDomainError as exc:
+        raise CliError(f"{exc}; `assay domains list` shows the names") from None
+    if not chosen:
+        raise CliError(f"no domain has tag(s) {', '.join(args.tag)}; `assay domains list` shows the tags")
+    from tqdm import tqdm
+
+    from quality.reward_attacks import attack_domain, write_attacks
+
+    reports = []
+    with contextlib.redirect_stdout(sys.stderr):  # domain code may print; stdout is for the report
+        for domain in tqdm(chosen, desc="attacking domains", disable=len(chosen) < 2, file=sys.stderr):
+            reports.append(attack_domain(domain, items=config.items))
+    run = None
+    if config.record:
+        from storage.deployment import open_lake
+
+        run = write_attacks(open_lake(write=True), reports, source="cli")
+    payload = {"run": run, "passed": all(r.passed for r in reports),
+               "domains": [r.as_dict() for r in reports]}
+
+    def human(_):
+        width = max(len(r.domain) for r in reports)
+        lines = [f"{'PASS' if r.passed else 'FAIL'}  {r.domain:<{width}}  {r.summary()}" for r in reports]
+        paid = sum(len(r.paid) for r in reports)
+        return "\n".join(lines + [f"{sum(r.passed for r in reports)}/{len(reports)} domains resisted every attack; "
+                                   f"{paid} (domain, family) pairs paid" + (f"; recorded as {run}" if run else "")])
+
+    emit(args, payload, human)
+    return 0 if payload["passed"] else EXIT_FAILED
