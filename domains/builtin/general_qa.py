@@ -107,7 +107,8 @@ def samples(split: str, n: int, seed: int):
 
 
 def _verdict(completion: str) -> str | None:
-    span = declared_answer(completion)
+    # undeclared, the whole completion is the span: "True\nFalse" names both values
+    span = declared_answer(completion, fallback="whole")
     words = set(_fold(span).split()) & {"true", "false"} if span is not None else set()
     return words.pop() if len(words) == 1 else None  # "true or false" hedges say nothing
 

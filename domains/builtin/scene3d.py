@@ -125,7 +125,7 @@ def score(completion: str, sample: dict) -> float:
         tol = DISTANCE_TOL if meta.get("kind") == "distance" else 1e-9
         return 1.0 if value is not None and abs(value - reference) <= tol else 0.0
     if form == "yes_no":
-        span = declared_answer(completion)
+        span = declared_answer(completion, fallback="whole")  # undeclared "Yes\nNo" names both
         return 1.0 if span is not None and set(_words(span)) & {"yes", "no"} == {answer} else 0.0
     asked = set(meta.get("asked_about") or []) - {answer}
     names = [n for n in meta.get("objects") or [] if isinstance(n, str) and n not in asked] or [answer]
