@@ -1,7 +1,7 @@
 """Environment self-test ("verify the verifier"): is a domain's data and scorer trustworthy?
 
 A reward that gives 1.0 to a wrong answer, a generator that changes between runs, or an eval item
-that leaks into training silently ruins every number downstream. :func:`check_domain` runs five
+that leaks into training silently ruins every number downstream. :func:`check_domain` runs six
 checks on a small sample of each split and reports each one with a human-readable detail:
 
 - ``reference_scores_1``: every reference answer scores 1.0, both on the sample as generated and
@@ -23,6 +23,10 @@ checks on a small sample of each split and reports each one with a human-readabl
 - ``fuzz_never_raises``: the scorer returns a number in [0, 1] without raising on random ASCII,
   random unicode, control characters, unbalanced markup, huge numbers, very long text and the
   empty string, and no single call takes longer than ``FUZZ_MAX_SECONDS``.
+- ``reward_attacks``: no reward hack built from the prompt alone (:mod:`quality.reward_attacks`:
+  sprays, two-answer hedges, echoes, fig-leaf refusals...; plus the domain's own ``attacks``)
+  scores above 0 on ``ATTACK_ITEMS`` eval items whose reference scores 1.0. A policy under RL finds
+  such a reward within tens of steps, so this blocks training like the others.
 
 A domain that brings its own ``extra_checks`` (a terminal task suite: every task's oracle passes
 and doing nothing fails) gets those too, by their names; a failing one fails the domain like a
@@ -45,7 +49,10 @@ from typing import Any, Callable
 from domains.base import Domain
 
 CHECK_NAMES = ("reference_scores_1", "corruptions_score_less", "deterministic", "splits_disjoint",
-               "fuzz_never_raises")
+               "fuzz_never_raises", "reward_attacks")
+# eval items the self-test attacks (quality.reward_attacks; `assay domains attack` tries more): enough
+# to catch a scorer that pays a hack family, cheap enough for every gate evaluation
+ATTACK_ITEMS = 3
 CORRUPTION_FAIL_SHARE = 0.75
 FUZZ_MAX_SECONDS = 5.0
 # a terminal domain's score is a whole sandboxed episode plus its hidden tests (seconds under load)
@@ -342,6 +349,20 @@ def _extra_checks(domain: Domain) -> dict[str, dict]:
         return {"extra_checks": _result(False, f"extra_checks raised {_describe(exc)}")}
 
 
+def _check_attacks(domain: Domain, samples: list[dict]) -> dict:
+    """No generic or domain-specific reward hack (:mod:`quality.reward_attacks`) scores above 0 on
+    an item whose reference scores 1.0: a reward a policy can earn without the work fails the domain."""
+    from quality.reward_attacks import attack_domain
+
+    report = attack_domain(domain, samples=samples)
+    if report.error:
+        return _result(False, f"scoring the attacks raised: {report.error}")
+    if report.paid:
+        return _result(False, f"reward hacks paid on {len(samples)} items: {report.summary()}; "
+                              f"run `assay domains attack {domain.name}` for the details")
+    return _result(True, report.summary())
+
+
 def check_domain(domain: Domain, n: int = 20) -> dict[str, Any]:
     """Self-test one domain on ``n`` samples per split (capped by its ``eval_size``).
 
@@ -389,6 +410,7 @@ def _check_domain(domain: Domain, n: int) -> dict[str, Any]:
                                else _result(True, f"eval (seed 0) and train (seed 1) repeat exactly ({len(both)} samples)"))
     checks["splits_disjoint"] = _check_disjoint(train, evals)
     checks["fuzz_never_raises"] = _check_fuzz(domain, both, rng)
+    checks["reward_attacks"] = _check_attacks(domain, evals[:ATTACK_ITEMS])
     checks.update(_extra_checks(domain))
     return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
 

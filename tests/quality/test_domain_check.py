@@ -47,8 +47,10 @@ def test_an_honest_domain_passes_every_check():
 
 def test_a_scorer_that_accepts_anything_fails_corruptions():
     result = check_domain(make(score=lambda c, s: 1.0), n=10)
-    assert failed_checks(result) == {"corruptions_score_less"}
+    # and every reward hack is paid, which the attack check names
+    assert failed_checks(result) == {"corruptions_score_less", "reward_attacks"}
     assert "empty answer scored 1.0" in result["checks"]["corruptions_score_less"]["detail"]
+    assert "empty_or_whitespace" in result["checks"]["reward_attacks"]["detail"]
 
 
 def test_a_scorer_that_rejects_the_reference_fails_reference():
@@ -64,7 +66,8 @@ def test_a_batch_scorer_that_disagrees_with_score_fails_reference():
 
     assert check_domain(make(score_many=lambda cs, ss: [_score(c, s) for c, s in zip(cs, ss)]), n=5)["passed"]
     result = check_domain(make(score_many=lenient_batch), n=5)
-    assert failed_checks(result) == {"reference_scores_1"}
+    # the attacks score in batches as the trainer does, so they find the paid empty answer too
+    assert failed_checks(result) == {"reference_scores_1", "reward_attacks"}
     assert "score_many disagrees with score on 10 of 20 completions" in result["checks"]["reference_scores_1"]["detail"]
     broken = check_domain(make(score_many=lambda cs, ss: [1.0]), n=5)["checks"]["reference_scores_1"]
     assert not broken["passed"] and "score_many returned 1 scores for 20 samples" in broken["detail"]
