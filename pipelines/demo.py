@@ -158,12 +158,18 @@ class JobRunner:
         return outcome
 
 
+# recipes whose base policy solves nothing, so its pass rates cannot judge difficulty: measuring on it
+# would empty the train set and block the gate; the demo uses the text heuristic and says so
+CANNOT_MEASURE = {"tiny": "the tiny random policy solves nothing, so it cannot measure difficulty: "
+                          "the text heuristic judges every domain"}
+
+
 def difficulty_settings(options: DemoOptions, name: str) -> dict:
     """The ``policy_pass_rates`` config of domain ``name``: on the policy for the train domain
     (the recipe's base policy: the demo trains from it), the heuristic for the others."""
     from training.policy import BUILTIN_POLICIES
 
-    if options.difficulty == "heuristic" or name != options.train_domain:
+    if options.difficulty == "heuristic" or name != options.train_domain or options.recipe in CANNOT_MEASURE:
         return {"estimate": "heuristic"}
     # a recipe file has no built-in base: then the champion, else the policy resource's base
     policy = f"base-{options.recipe}" if options.recipe in BUILTIN_POLICIES else ""
@@ -286,6 +292,8 @@ def _run_stages(runner: JobRunner, lake, names: list[str], options: DemoOptions)
     passed = [n for n, o in outcomes.items() if o["success"] and not o["failed_checks"]]
     log(f"      {len(passed)}/{len(names)} domains passed their gates ({time.monotonic() - started:.0f} s)")
     lines = ["", "== 1. Ingest and quality gates (domain_pipeline_job per domain) =="] + _ingest_lines(outcomes)
+    if options.difficulty == "policy" and options.recipe in CANNOT_MEASURE:
+        lines.append(f"difficulty: recipe '{options.recipe}': {CANNOT_MEASURE[options.recipe]}")
     lines.append(f"{len(passed)}/{len(names)} domains passed their gates")
     result: dict = {"ok": True, "domains": outcomes}
 
