@@ -302,6 +302,9 @@ def single_number(span: str | None) -> float | None:
     ("Answer: 12 13 14" is a spray, not an answer)."""
     if span is None:
         return None
+    # a number answer is short: a sentence that happens to hold one number (an echoed prompt) is not one
+    if len(span.split()) > SPAN_MAX_WORDS:
+        return None
     value = parse_number(span)
     if value is None:
         return None
@@ -314,7 +317,12 @@ def single_number(span: str | None) -> float | None:
             others.add(float(raw.replace(",", "")))
         except ValueError:
             continue
-    return value if len(others) <= 1 else None
+    # one value said again and again ("1 1 1 1 ...") is a spray too
+    return value if len(others) <= 1 and len(NUMBER.findall(cleaned)) <= SPAN_MAX_REPEATS else None
+
+
+SPAN_MAX_WORDS = 8  # "Answer: $1,234.50 per year" fits; a restated question does not
+SPAN_MAX_REPEATS = 3
 
 
 def _number_key(span: str) -> object:
@@ -324,17 +332,25 @@ def _number_key(span: str) -> object:
 
 def declared_number(completion: str) -> float | None:
     """The number a completion declares as its answer (one declared span, one number in it); with
-    no declared span, the last number it writes."""
+    no declared span, the one number its last line states."""
     if not isinstance(completion, str):
         return None
     if stated_answers(completion) or final_answer_text(completion.replace("\x00", "")) is not None:
         return single_number(declared_answer(completion, key=_number_key, fallback=None))
-    numbers = NUMBER.findall(unicodedata.normalize("NFKC", completion).replace("\u2212", "-"))
-    for raw in reversed(numbers):
-        try:
-            value = float(raw.replace(",", ""))
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            return value
-    return None
+    # undeclared: the last line must state one number ("0 1" or a spray of the prompt's numbers
+    # states several and is no answer), and bare number lines before it must not say another
+    # ("0\n1" is a hedge); reasoning lines with several numbers before it are fine
+    lines = [ln for ln in completion.replace("\x00", "").splitlines() if ln.strip()]
+    if not lines:
+        return None
+    last = single_number(_trailing_number_text(lines[-1]))
+    bare = {single_number(ln) for ln in lines[:-1] if _BARE_NUMBER_LINE.fullmatch(ln.strip())}
+    return last if last is not None and bare <= {last} else None
+
+
+_BARE_NUMBER_LINE = re.compile(r"[-+\u2212]?[$\d.,/%\s]+")
+
+
+def _trailing_number_text(line: str) -> str:
+    """The last line's claim: what follows its last '=' ("3 + 4 = 7" claims 7), else the line."""
+    return line.rsplit("=", 1)[-1] if "=" in line else line
