@@ -173,7 +173,7 @@ def domain_detail(home: str, domain: str) -> dict:
     lake = _lake(home)
     mine = [{"domain": domain}]
     con = Q.open_views(lake, {"gate_results": mine, "difficulty": mine, "samples": mine, "quarantine": mine,
-                              "sweep_summary": mine,
+                              "sweep_summary": mine, "reward_attacks": mine,
                               "checkpoints": None, "regression": None})
     try:
         verdict = Q.latest_regression(con, domain)
@@ -184,6 +184,7 @@ def domain_detail(home: str, domain: str) -> dict:
             "reasons": Q.quarantine_reasons_over_time(con, domain),
             "quarantined": Q.quarantined_rows(con, domain),
             "difficulty": Q.difficulty_latest(con, domain),
+            "attacks": Q.latest_reward_attacks(con, domain),
             "trend": Q.score_trend(con, domain),
             "verdict": verdict,
             "items": pl.DataFrame(),

@@ -29,6 +29,7 @@ VIEW_SOURCES: dict[str, tuple[str, str]] = {
     **{name: (name, "part") for name in (
         "gate_results", "difficulty", "train_set", "checkpoints", "training_history", "results",
         "sweep_summary", "regression", "promotions", "pass_rates", "variants", "variant_domains",
+        "reward_attacks",
     )},
 }
 
@@ -331,6 +332,17 @@ def status_counts(latest: pl.DataFrame, domains: Iterable[str]) -> dict[str, int
 
 
 # -- domain page ------------------------------------------------------------------------------
+
+def latest_reward_attacks(con, domain: str) -> pl.DataFrame:
+    """The newest reward-attack run of ``domain`` (`assay domains attack`), one row per hack
+    family, paid families first; the columns of ``storage.tables.REWARD_ATTACKS``."""
+    if not has_view(con, "reward_attacks"):
+        return T.empty(T.REWARD_ATTACKS)
+    return T.conform(_frame(con, f"""
+        SELECT {', '.join(T.REWARD_ATTACKS)} FROM reward_attacks
+        WHERE domain = $1 AND attacked_at = (SELECT max(attacked_at) FROM reward_attacks WHERE domain = $1)
+        ORDER BY paid DESC, family""", [domain]), T.REWARD_ATTACKS)
+
 
 def gate_history(con, domain: str) -> pl.DataFrame:
     """Per (evaluation, gate): when, expectations passed, and the share of row checks that passed."""

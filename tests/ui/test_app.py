@@ -314,3 +314,32 @@ def test_champion_is_the_mlflow_alias_and_a_move_outside_assay_is_flagged(tmp_pa
     at = _open("overview")
     assert any(f"Champion: **{candidate}**" in c.value for c in at.caption)
     assert not at.warning
+
+
+def test_domain_page_shows_the_latest_reward_attack(tmp_path, monkeypatch):
+    """A real attack run written to the lake (quality.reward_attacks): the paid families first, the
+    example, and a newer clean run replaces the verdict."""
+    from domains import Domain
+    from quality.reward_attacks import attack_domain, write_attacks
+
+    def samples(split, n, seed):
+        for i in range(n):
+            yield {"id": f"l-{split}-{i}", "prompt": f"Is {i} even? Answer True or False.", "answer": str(i % 2 == 0)}
+
+    home = tmp_path / "attack_home"
+    lake = Lake.at(home)
+    monkeypatch.setenv("ASSAY_HOME", str(home))
+    leaky = Domain(name="logic", owner="o@x", description="d", samples=samples,
+                   score=lambda c, s: float(s["answer"].lower() in c.lower()))
+    write_attacks(lake, [attack_domain(leaky, items=4)], source="cli")
+    at = _open("domain", domain="logic")
+    assert any("earned reward without the work" in e.value for e in at.error), [e.value for e in at.error]
+    table = next(d.value for d in at.dataframe if "family" in d.value.columns)
+    assert table["paid"].iloc[0] > 0 and table["example"].iloc[0]
+
+    sound = Domain(name="logic", owner="o@x", description="d", samples=samples,
+                   score=lambda c, s: float(c.strip() == s["answer"]))
+    write_attacks(lake, [attack_domain(sound, items=4)], source="cli")
+    at = _open("domain", domain="logic")
+    assert any("No hack family earned reward" in s.value for s in at.success)
+    assert not any("earned reward without the work" in e.value for e in at.error)

@@ -185,6 +185,26 @@ with right:
     else:
         st.caption("No difficulty evaluation for this domain yet (the difficulty gate writes it; `make demo`).")
 
+# -- can its reward be earned without the work ----------------------------------------------------
+st.subheader("Reward attacks")
+attacks = detail["attacks"]
+if attacks.height:
+    paid = attacks.filter(pl.col("paid") > 0)
+    when = attacks["attacked_at"][0][:16].replace("T", " ")
+    controls = f"{attacks['controls_ok'][0]}/{attacks['controls'][0]} reference answers scored 1.0"
+    if paid.height:
+        st.error(f"{paid.height} hack famil{'y' if paid.height == 1 else 'ies'} earned reward without the work "
+                 f"(run {attacks['run'][0]}, {when}; {controls}). A policy under RL will find them.")
+    elif attacks["controls_ok"][0] < attacks["controls"][0]:
+        st.warning(f"Nothing paid, but only {controls}: an item whose reference fails proves nothing.")
+    else:
+        st.success(f"No hack family earned reward in the latest attack ({attacks.height} families, {when}; {controls}).")
+    st.dataframe(attacks.select("family", "paid", "items", "mean_score", "max_score", "example").to_pandas(),
+                 hide_index=True, width="stretch")
+else:
+    st.caption(f"No reward attack recorded for this domain yet: `assay domains attack {domain}` tries generic "
+               "hacks (sprays, two-answer hedges, echoes, fig-leaf refusals...) against its scorer.")
+
 # -- difficulty measured on the policy (issue 13) -------------------------------------------------
 st.subheader("Difficulty measured on the policy")
 champion_name = data.champion(home)["name"]
