@@ -148,3 +148,13 @@ def test_cli_exit_codes_json_and_the_lake_table(tmp_path, assay_home):
     assert "PASS  plug_sound" in sound.stdout and "1/1 domains resisted every attack" in sound.stdout
     unknown = run_cli("domains", "attack", "no_such_domain", env=env)
     assert unknown.returncode == 2 and "assay domains list" in unknown.stderr
+
+
+def test_the_selftest_gate_blocks_a_domain_whose_reward_is_paid_by_a_hack():
+    from quality.batch_gates import selftest_outcomes
+
+    hole = {o.expectation: o for o in selftest_outcomes(_domain(_contains), n=4)}
+    assert hole["reward_attacks"].severity == "critical" and not hole["reward_attacks"].success
+    assert "assay domains attack sums" in hole["reward_attacks"].observed
+    sound = {o.expectation: o for o in selftest_outcomes(_domain(_sound), n=4)}
+    assert sound["reward_attacks"].success, sound["reward_attacks"].observed
