@@ -7,7 +7,9 @@ Stages, each a real Dagster run recorded in the instance under ``$ASSAY_HOME/dag
    Difficulty: the train domain's is measured on the policy (the recipe's base policy, K =
    ``--difficulty-samples`` samples of ``--max-new-tokens`` tokens per train row, cached), the
    other domains use the text heuristic, a cheaper estimate that keeps the demo within minutes;
-   ``--difficulty heuristic`` uses it everywhere. The summary names each domain's estimate;
+   ``--difficulty heuristic`` uses it everywhere. The tiny recipe's random policy solves nothing, so
+   under the default ``--difficulty auto`` its train domain uses the heuristic too, said on the
+   console and in the summary. The summary names each domain's estimate;
 2. train the default policy with GRPO for a few steps on an easy domain;
 3. sweep the base model and the new checkpoint on every selected domain;
 4. compare them per domain, then promote the candidate or refuse;
@@ -59,10 +61,11 @@ class DemoOptions(BaseModel):
     sweep_samples: int = Field(1, description="samples per eval item (K)")
     max_new_tokens: int = Field(64, description="completion length in the sweeps")
     skip_training: bool = Field(False, description="stop after ingest and gates")
-    difficulty: Literal["policy", "heuristic"] = Field(
-        "policy", description="difficulty estimate of the train domain's gate: 'policy' (pass rate of the recipe's base "
-                              "policy over --difficulty-samples samples per train row) or 'heuristic'; the other "
-                              "domains use the heuristic (cheaper)")
+    difficulty: Literal["auto", "policy", "heuristic"] = Field(
+        "auto", description="difficulty estimate of the train domain's gate: 'policy' (pass rate of the recipe's base "
+                            "policy over --difficulty-samples samples per train row), 'heuristic', or 'auto' (policy, "
+                            "except for the tiny recipe, whose random policy solves nothing: heuristic, said so); "
+                            "the other domains use the heuristic (cheaper)")
     difficulty_samples: int = Field(4, description="samples per train row (K) of the train domain's policy pass rates")
     log: Callable[[str], None] = Field(_to_stderr, exclude=True,
                                        description="where progress lines go (stderr); not a command-line flag")
@@ -158,10 +161,18 @@ class JobRunner:
         return outcome
 
 
-# recipes whose base policy solves nothing, so its pass rates cannot judge difficulty: measuring on it
-# would empty the train set and block the gate; the demo uses the text heuristic and says so
-CANNOT_MEASURE = {"tiny": "the tiny random policy solves nothing, so it cannot measure difficulty: "
-                          "the text heuristic judges every domain"}
+# recipes whose base policy solves nothing, so its pass rates cannot judge difficulty: measured on it,
+# every item is "too hard" and the gate (rightly) blocks. --difficulty auto uses the heuristic for them
+# and says so; --difficulty policy still measures (and blocks), and every other recipe measures.
+CANNOT_MEASURE = {"tiny": "the tiny policy cannot measure difficulty (it is random and solves nothing)"}
+
+
+def cannot_measure_note(options: DemoOptions) -> str:
+    """Why the train domain's difficulty is the heuristic although it would be measured; '' if it is not."""
+    if options.difficulty == "auto" and options.recipe in CANNOT_MEASURE:
+        return (f"{CANNOT_MEASURE[options.recipe]}: {options.train_domain} gated on the text heuristic "
+                f"(--difficulty policy measures it anyway)")
+    return ""
 
 
 def difficulty_settings(options: DemoOptions, name: str) -> dict:
@@ -169,7 +180,7 @@ def difficulty_settings(options: DemoOptions, name: str) -> dict:
     (the recipe's base policy: the demo trains from it), the heuristic for the others."""
     from training.policy import BUILTIN_POLICIES
 
-    if options.difficulty == "heuristic" or name != options.train_domain or options.recipe in CANNOT_MEASURE:
+    if options.difficulty == "heuristic" or name != options.train_domain or cannot_measure_note(options):
         return {"estimate": "heuristic"}
     # a recipe file has no built-in base: then the champion, else the policy resource's base
     policy = f"base-{options.recipe}" if options.recipe in BUILTIN_POLICIES else ""
@@ -216,7 +227,7 @@ def run_evaluation_stage(runner: JobRunner, checkpoint: str, names: list[str], o
                       run_config={"ops": {"checkpoint_sweep": {"config": sweep}}})
 
 
-def _ingest_lines(outcomes: dict[str, dict]) -> list[str]:
+def _ingest_lines(outcomes: dict[str, dict], notes: dict[str, str] | None = None) -> list[str]:
     lines = [f"{'domain':<30} {'admitted':>8} {'quarantined':>11}  gates"]
     estimates = []
     for name, outcome in outcomes.items():
@@ -231,7 +242,7 @@ def _ingest_lines(outcomes: dict[str, dict]) -> list[str]:
         if isinstance(gate.get("mean_pass_rate"), float) and rates.get("estimate") == "policy":
             estimate += (f"; mean pass rate {gate['mean_pass_rate']:.2f}, {gate.get('in_band', 0)}/"
                          f"{gate.get('train_rows', 0)} train rows in band")
-        estimates.append(f"  {name}: {estimate}")
+        estimates.append(f"  {name}: {estimate}" + (f" ({notes[name]})" if name in (notes or {}) else ""))
     return lines + ["difficulty estimate per domain:"] + estimates
 
 
@@ -288,12 +299,16 @@ def _run_stages(runner: JobRunner, lake, names: list[str], options: DemoOptions)
     stages = 1 if options.skip_training else 3
     started = time.monotonic()
     log(f"[1/{stages}] ingest + quality gates for {len(names)} domain(s) (domain_pipeline_job per domain)")
+    if note := cannot_measure_note(options):
+        log(f"      {note}")
     outcomes = run_ingest_stage(runner, names, options)
     passed = [n for n, o in outcomes.items() if o["success"] and not o["failed_checks"]]
     log(f"      {len(passed)}/{len(names)} domains passed their gates ({time.monotonic() - started:.0f} s)")
-    lines = ["", "== 1. Ingest and quality gates (domain_pipeline_job per domain) =="] + _ingest_lines(outcomes)
-    if options.difficulty == "policy" and options.recipe in CANNOT_MEASURE:
-        lines.append(f"difficulty: recipe '{options.recipe}': {CANNOT_MEASURE[options.recipe]}")
+    note = cannot_measure_note(options)
+    lines = ["", "== 1. Ingest and quality gates (domain_pipeline_job per domain) =="] + _ingest_lines(
+        outcomes, {options.train_domain: CANNOT_MEASURE[options.recipe]} if note else None)
+    if note:
+        lines.append(f"difficulty: {note}")
     lines.append(f"{len(passed)}/{len(names)} domains passed their gates")
     result: dict = {"ok": True, "domains": outcomes}
 

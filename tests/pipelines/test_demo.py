@@ -18,12 +18,12 @@ EVENT_LOG_LINE = re.compile(r"Dagster's event log[^:]*: (\S+\.log)")
 
 @pytest.mark.slow
 def test_demo_prints_progress_and_summary_and_writes_dagster_events_to_a_file(assay_home):
-    # the tiny policy is random: measured on it, the train domain's difficulty may (rightly) block training;
-    # this test is about the stages and the logs
-    out = run_cli("demo", "--recipe", "tiny", "--domains", "math_arith_easy", "--train-samples", "16",
-                  "--difficulty", "heuristic", "--steps", "2", "--sweep-items", "3", "--max-new-tokens", "4", timeout=900,
-                  unset=("DS_ACCELERATOR",))
+    # exactly the README's smoke run (issue 32: it used to block on the tiny policy's difficulty measurement)
+    out = run_cli("demo", "--recipe", "tiny", "--domains", "math_arith_easy", "--steps", "2", "--sweep-items", "3",
+                  timeout=900, unset=("DS_ACCELERATOR",))
     assert out.returncode == 0, out.stderr[-3000:]
+    said = "the tiny policy cannot measure difficulty (it is random and solves nothing): math_arith_easy gated on the text heuristic"
+    assert said in out.stderr and said in out.stdout, out.stdout[-3000:]
     noise = [line for line in (out.stdout + out.stderr).splitlines() if DAGSTER_LINE.search(line)]
     assert not noise, f"{len(noise)} Dagster event lines on the console, e.g. {noise[:3]}"
 
@@ -79,7 +79,7 @@ def test_demo_gates_the_train_domain_on_the_policy_and_says_which_estimate_each_
     blocking difficulty check says so, with what to do), the other domain's is the heuristic, and
     the summary names each domain's estimate."""
     out = run_cli("demo", "--recipe", "tiny", "--domains", "math_arith,strings", "--train-domain", "math_arith",
-                  "--train-samples", "16", "--skip-training", "--difficulty-samples", "2", "--max-new-tokens", "4",
+                  "--difficulty", "policy", "--train-samples", "16", "--skip-training", "--difficulty-samples", "2", "--max-new-tokens", "4",
                   "--json", timeout=900,
                   env={"ASSAY_HOME": str(tiny_home)}, unset=("DS_ACCELERATOR",))
     assert out.returncode == 0, out.stderr[-3000:]
@@ -94,3 +94,20 @@ def test_demo_gates_the_train_domain_on_the_policy_and_says_which_estimate_each_
     assert math_line.count("add easier items") == 1, math_line  # what to do, said once
     [other_line] = [line for line in text.splitlines() if line.startswith("strings ")]
     assert other_line.endswith("passed"), other_line
+
+
+@pytest.mark.parametrize("recipe, difficulty, estimate", [
+    ("smollm2", "auto", "policy"),   # a real run measures on its base policy (and blocks when out of band)
+    ("smollm2", "policy", "policy"),
+    ("tiny", "auto", "heuristic"),   # the smoke run: the random tiny policy cannot measure, said so
+    ("tiny", "policy", "policy"),    # asked for, it still measures (and the gate blocks)
+    ("tiny", "heuristic", "heuristic"),
+])
+def test_the_train_domain_is_measured_on_the_policy_except_for_the_tiny_smoke_run(recipe, difficulty, estimate):
+    from pipelines.demo import DemoOptions, cannot_measure_note, difficulty_settings
+
+    options = DemoOptions(recipe=recipe, difficulty=difficulty)
+    assert difficulty_settings(options, "math_arith_easy")["estimate"] == estimate
+    assert difficulty_settings(options, "gsm") == {"estimate": "heuristic"}  # not the train domain
+    note = cannot_measure_note(options)
+    assert bool(note) == (recipe == "tiny" and difficulty == "auto"), note

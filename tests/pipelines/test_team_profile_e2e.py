@@ -21,8 +21,8 @@ def test_the_demo_on_the_team_profile_keeps_everything_in_postgres_and_object_st
     home = tiny_home
     monkeypatch.delenv("DAGSTER_HOME")  # the instance's yaml (with its PostgreSQL storage) is Assay's to write
     (home / "mlflow.db").unlink()       # the team profile must not need, nor write, the local store
-    out = run_cli("demo", "--recipe", "tiny", "--domains", "math_arith_easy", "--train-samples", "16",
-                  "--difficulty", "heuristic", "--steps", "2", "--sweep-items", "3", "--max-new-tokens", "4",
+    # exactly the README's team walk-through command (issue 32: extra flags here hid that it failed)
+    out = run_cli("demo", "--recipe", "tiny", "--domains", "math_arith_easy", "--steps", "2", "--sweep-items", "3",
                   timeout=900, unset=("DS_ACCELERATOR", "DAGSTER_HOME"))
     assert out.returncode == 0, out.stderr[-3000:]
     assert "promoted" in out.stdout, out.stdout[-2000:]
