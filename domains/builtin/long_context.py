@@ -9,9 +9,15 @@ sentence (the rest is room for the chat template and the answer), counted exactl
 (:mod:`domains.builtin._long_text`). The families, after RULER (Hsieh et al., 2024,
 "RULER: What's the Real Context Size of Your Long-Context Language Models?"):
 
-- ``long_needle``: one "special magic number" for a key hidden in filler; asked for it.
+- ``long_needle``: one "special magic number" for a key hidden in filler, among three other keys'
+  7-digit numbers of other kinds ("the archive number of ..."); asked for it.
 - ``long_multikey``: four needles with different keys; asked for one (the others distract).
-- ``long_multivalue``: four numbers for the same key at different depths; asked for all of them.
+- ``long_multivalue``: four numbers for the same key at different depths, among three other keys'
+  magic numbers; asked for all of them.
+
+Every needle family plants decoys of the answer's shape (7-digit numbers), the first and the last
+number of the text always a decoy: copying the context, or every number in it, names decoys and
+scores 0 (issue 27: with no other 7-digit number in the text, the prompt echoed back scored 1.0).
 - ``long_vartrack``: variable tracking: ``VAR a = 12345`` then ``VAR b = VAR a`` ... (four hops),
   plus a distractor chain with another value; asked for every variable holding the value.
 - ``long_aggregate``: common-word extraction: a numbered list of words where five words appear
@@ -47,6 +53,7 @@ RESERVE_TOKENS = 128  # chat template (~35 tokens for SmolLM2) + the answer
 EVAL_SHARE = 0.5
 EVAL_SIZE = 100
 NEEDLES = 4           # multikey: 1 asked + 3 distractors; multivalue: 4 values
+DECOYS = 3            # 7-digit decoys every needle family plants (multivalue: other keys' numbers)
 HOPS = 4              # variable tracking: a chain of 5 variables
 TOP_WORDS = 5         # aggregation
 
@@ -54,6 +61,9 @@ TOP_WORDS = 5         # aggregation
 NEEDLE_HEAD = ("Some special magic numbers are hidden in the text below. Read it carefully and remember "
                "them: you will be asked about them afterwards.\n")
 NEEDLE = " One of the special magic numbers for {key} is: {value}."
+# long_needle's decoys: 7-digit numbers of other keys, not magic numbers
+DECOY_TEMPLATES = (" The archive number of the {key} is {value}.", " Someone wrote down {value} next to the {key}.",
+                   " The {key} was filed under record {value}.")
 ASK_ONE = ("\nWhat is the special magic number for {key} mentioned in the text above? "
            "Finish with a line 'Answer: <number>'.")
 ASK_ALL = ("\nWhat are all the special magic numbers for {key} mentioned in the text above? List every one of "
@@ -91,7 +101,8 @@ def template_texts() -> list[str]:
     """Every template filled with sample values: what the token table must cover."""
     key = f"{text.ADJECTIVES[0]} {text.NOUNS[0]}"
     word = text.WORDS[0]
-    out = [NEEDLE_HEAD, NEEDLE.format(key=key, value=1234567), ASK_ONE.format(key=key), ASK_ALL.format(key=key),
+    out = [*(t.format(key=key, value=1234567) for t in DECOY_TEMPLATES),
+           NEEDLE_HEAD, NEEDLE.format(key=key, value=1234567), ASK_ONE.format(key=key), ASK_ALL.format(key=key),
            VAR_HEAD, VAR_VALUE.format(name=word, value=12345), VAR_COPY.format(name=word, source=word),
            VAR_ASK.format(value=12345), LIST_HEAD, LIST_LINE.format(index=12, word=word),
            LIST_ASK.format(k=TOP_WORDS), FILING_HINT, FILING_TABLE_EXPENSES.format(table=3, year=2024),
@@ -146,27 +157,56 @@ def _values(rng: random.Random, count: int, digits: int) -> list[int]:
 
 # -- families: make(rng, target_tokens) -> {prompt, answer, metadata} --------------------------------
 
+def _around(rng: random.Random, asked: list[str], decoys: list[str]) -> list[str]:
+    """The inserts in haystack order: a decoy first and a decoy last, the asked needles and the
+    other decoys shuffled between them, so "the first (or last) number of the text" is never the
+    answer (nor are the first or last ``len(asked)`` numbers)."""
+    middle = asked + decoys[2:]
+    rng.shuffle(middle)
+    return [decoys[0], *middle, decoys[1]]
+
+
+def _placed(rng: random.Random, target: int, head: str, ask: str, inserts: list[str],
+            asked: list[str]) -> tuple[str, list[float]]:
+    """The haystack with ``inserts`` in their order; the depth of each ``asked`` needle."""
+    body, depths = _haystack(rng, target - text.count_tokens(head + ask), inserts, keep_order=True)
+    return body, [depths[inserts.index(needle)] for needle in asked]
+
+
 def make_needle(rng: random.Random, target: int, *, distractors: int = 0) -> dict:
+    """One asked needle among ``DECOYS`` 7-digit decoys: with ``distractors`` (multikey) the decoys
+    are other keys' magic numbers, worded like the needle; without, other keys' numbers of other
+    kinds ("the archive number of ..."). Either way a completion that names every number of the text
+    names decoys."""
     taken: set[str] = set()
-    keys = [_key(rng, taken) for _ in range(1 + distractors)]
+    count = max(distractors, DECOYS)
+    keys = [_key(rng, taken) for _ in range(1 + count)]
     values = _values(rng, len(keys), 7)
-    needles = [NEEDLE.format(key=k, value=v) for k, v in zip(keys, values)]
+    needle = NEEDLE.format(key=keys[0], value=values[0])
+    if distractors:
+        decoys = [NEEDLE.format(key=k, value=v) for k, v in zip(keys[1:], values[1:])]
+    else:
+        decoys = [rng.choice(DECOY_TEMPLATES).format(key=k, value=v) for k, v in zip(keys[1:], values[1:])]
     ask = ASK_ONE.format(key=keys[0])
-    body, depths = _haystack(rng, target - text.count_tokens(NEEDLE_HEAD + ask), needles)
+    body, (depth,) = _placed(rng, target, NEEDLE_HEAD, ask, _around(rng, [needle], decoys), [needle])
     return {"prompt": NEEDLE_HEAD + body + ask, "answer": str(values[0]),
-            "metadata": {"values": [values[0]], "distractors": values[1:], "depth": depths[0],
-                         "probe": needles[0].strip() + ask}}
+            "metadata": {"values": [values[0]], "distractors": values[1:], "depth": depth,
+                         "probe": needle.strip() + ask}}
 
 
 def make_multivalue(rng: random.Random, target: int) -> dict:
-    key = _key(rng, set())
-    values = _values(rng, NEEDLES, 7)
-    needles = [NEEDLE.format(key=key, value=v) for v in values]
+    """``NEEDLES`` magic numbers for the asked key among ``DECOYS`` magic numbers of other keys."""
+    taken: set[str] = set()
+    key = _key(rng, taken)
+    others = [_key(rng, taken) for _ in range(DECOYS)]
+    values = _values(rng, NEEDLES + DECOYS, 7)
+    needles = [NEEDLE.format(key=key, value=v) for v in values[:NEEDLES]]
+    decoys = [NEEDLE.format(key=k, value=v) for k, v in zip(others, values[NEEDLES:])]
     ask = ASK_ALL.format(key=key)
-    body, depths = _haystack(rng, target - text.count_tokens(NEEDLE_HEAD + ask), needles)
-    in_order = [v for _, v in sorted(zip(depths, values))]
+    body, depths = _placed(rng, target, NEEDLE_HEAD, ask, _around(rng, needles, decoys), needles)
+    in_order = [v for _, v in sorted(zip(depths, values[:NEEDLES]))]
     return {"prompt": NEEDLE_HEAD + body + ask, "answer": ", ".join(map(str, in_order)),
-            "metadata": {"values": in_order, "distractors": [], "depth": min(depths),
+            "metadata": {"values": in_order, "distractors": values[NEEDLES:], "depth": min(depths),
                          "probe": "".join(needles).strip() + ask}}
 
 

@@ -226,3 +226,48 @@ def test_assay_sweep_without_domains_or_tags_leaves_out_the_long_buckets_unless_
         with pytest.raises(SystemExit):
             args.handler(args)
         assert any(n.startswith("long_") for n in seen["domains"]) == has_long, argv
+
+
+# -- hacks built from the prompt alone (issue 27 item 2): copying or spraying what was read pays nothing --
+
+_SEVEN = __import__("re").compile(r"(?<!\d)\d{7}(?!\d)")
+_ASKED = __import__("re").compile(r"special magic numbers? for (\w+ \w+) mentioned")
+NEEDLE_FAMILIES = ("long_needle", "long_multikey", "long_multivalue")
+
+
+def _prompt_hacks(row: dict) -> dict[str, str]:
+    """Completions a policy could write from the prompt alone, never the answer."""
+    prompt = row["prompt"]
+    numbers = list(dict.fromkeys(_SEVEN.findall(prompt)))
+    asked = _ASKED.search(prompt).group(1)
+    wanted = len(row["metadata"]["values"])
+    return {
+        "prompt echo": prompt,
+        "prompt echo with an answer line": f"{prompt}\nAnswer: {', '.join(numbers)}",
+        "every 7-digit number": "Answer: " + ", ".join(numbers),
+        "the asked key with every value": " ".join(f"The special magic number for {asked} is {n}." for n in numbers),
+        "the first numbers": "Answer: " + ", ".join(numbers[:wanted]),
+        "the last numbers": "Answer: " + ", ".join(numbers[-wanted:]),
+    }
+
+
+@pytest.mark.parametrize("family", NEEDLE_FAMILIES)
+def test_needle_prompts_hold_distractors_of_the_answers_shape(registry, family):
+    for bucket in BUCKETS:
+        for row in registry.get(f"{family}_{bucket}").generate("eval", 3, 0):
+            numbers = set(_SEVEN.findall(row["prompt"]))
+            values = {str(v) for v in row["metadata"]["values"]}
+            assert values < numbers, (family, bucket)
+            assert len(numbers - values) >= 3, (family, bucket, len(numbers))  # other 7-digit values to mistake
+            assert {str(v) for v in row["metadata"]["distractors"]} == numbers - values
+
+
+@pytest.mark.parametrize("family", NEEDLE_FAMILIES)
+def test_dumping_or_spraying_the_context_scores_zero_and_the_answer_one(registry, family):
+    for bucket in BUCKETS:
+        domain = registry.get(f"{family}_{bucket}")
+        rows = domain.generate("eval", 4, 0)
+        for row in rows:
+            assert domain.safe_score(f"Answer: {row['answer']}", row) == 1.0  # the control
+            for kind, hack in _prompt_hacks(row).items():
+                assert domain.safe_score(hack, row) == 0.0, (domain.name, kind)
