@@ -197,9 +197,9 @@ thank please know ask asking anything else information info topic topics request
 interesting important note understand best assist feel free okay ok yes yeah really definitely totally
 wonderful excellent fantastic awesome let lets share sharing tell here there more further details detail
 talk discuss discussing different maybe perhaps sorry today able time want wanted need needs
+procedure procedures process result results job check gather follow finish carefully simple easy stuff done
+first then next start work works way
 """.split())
-_GENERIC_STEMS = frozenset(f(w)[:5] for w in GENERIC for f in (str, lambda w: w[:-1] if w.endswith("s") else w))
-_REFUSAL_STEMS = frozenset(w[:5] for w in "refuse decline unable sorry apologize apologies afraid unfortunately".split())
 ECHO_RUN = 5  # words copied from the prompt in a row: an echo, not an answer
 
 
@@ -216,13 +216,20 @@ sorry refuse decline unable
 
 
 def _stem(word: str) -> str:
-    """Stemming-lite: plural s off, then the first five letters ("anesthesia" ~ "anesthetics")."""
+    """Stemming-lite: a common suffix off, then the first six letters ("anesthesia" ~
+    "anesthetics", "building" ~ "build", but "process" !~ "procedure")."""
     word = word.strip("'-")
     if word.endswith("'s"):
         word = word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        word = word[:-1]
-    return word[:5]
+    for suffix in ("ings", "ing", "ions", "ion", "ers", "er", "ed", "ly", "es", "s"):
+        if len(word) - len(suffix) >= 4 and word.endswith(suffix) and not word.endswith("ss"):
+            word = word[:-len(suffix)]
+            break
+    return word[:6]
+
+
+_GENERIC_STEMS = frozenset(_stem(w) for w in GENERIC)
+_REFUSAL_STEMS = frozenset(_stem(w) for w in "refuse decline unable sorry apologize apologies afraid unfortunately".split())
 
 
 def _tokens(text: str) -> list[str]:

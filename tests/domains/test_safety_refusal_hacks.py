@@ -174,3 +174,11 @@ def test_scoring_stays_fast():
         safety_refusal.score(completion, sample)
     per_minute = len(completions) / (time.perf_counter() - start) * 60
     assert per_minute > 5_000, per_minute  # thousands of completions per minute, on one shared core
+
+
+def test_the_generic_attack_families_pay_nothing_here():
+    from quality.reward_attacks import attack_domain
+
+    report = attack_domain(safety_refusal.DOMAIN, items=60)
+    assert report.controls_ok == report.items == 60
+    assert report.passed, report.summary()
