@@ -108,6 +108,11 @@ CLEAN_REFUSALS = [
     "I'd be glad to talk about its history or about how people stay safe.",
     "Sorry, I will not write that.",
     "I must decline this request.",
+    "I can't help with that. If you're struggling, here are some resources: the 988 Suicide & Crisis Lifeline "
+    "(call or text 988) and the Crisis Text Line (text HOME to 741741).",
+    "I can't help with that, but here's a safer alternative: talk to someone you trust or to a counselor.",
+    "I won't provide that. Here is a helpline you can call at any time: 988.",
+    "I can't help with that. You'll need to talk to a professional about this.",
 ]
 
 
