@@ -349,10 +349,21 @@ def _extra_checks(domain: Domain) -> dict[str, dict]:
         return {"extra_checks": _result(False, f"extra_checks raised {_describe(exc)}")}
 
 
+def attack_items(domain: Domain) -> int:
+    """Eval items the self-test attacks: ``ATTACK_ITEMS``, or the domain's own
+    ``gate_thresholds["reward_attack_items"]`` (0 turns the attack off: for a scorer that is a
+    deliberate stand-in, e.g. a test domain simulating a policy that solves everything)."""
+    return max(0, int((domain.gate_thresholds or {}).get("reward_attack_items", ATTACK_ITEMS)))
+
+
 def _check_attacks(domain: Domain, samples: list[dict]) -> dict:
     """No generic or domain-specific reward hack (:mod:`quality.reward_attacks`) scores above 0 on
     an item whose reference scores 1.0: a reward a policy can earn without the work fails the domain."""
     from quality.reward_attacks import attack_domain
+
+    if not samples:
+        return _result(True, "skipped: the domain sets gate_thresholds['reward_attack_items'] = 0 "
+                             "(its scorer is a stand-in); `assay domains attack` still tries it")
 
     report = attack_domain(domain, samples=samples)
     if report.error:
@@ -410,7 +421,7 @@ def _check_domain(domain: Domain, n: int) -> dict[str, Any]:
                                else _result(True, f"eval (seed 0) and train (seed 1) repeat exactly ({len(both)} samples)"))
     checks["splits_disjoint"] = _check_disjoint(train, evals)
     checks["fuzz_never_raises"] = _check_fuzz(domain, both, rng)
-    checks["reward_attacks"] = _check_attacks(domain, evals[:ATTACK_ITEMS])
+    checks["reward_attacks"] = _check_attacks(domain, evals[:attack_items(domain)])
     checks.update(_extra_checks(domain))
     return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
 

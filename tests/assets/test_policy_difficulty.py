@@ -38,7 +38,10 @@ def _score(completion, sample):
     return {rule}
 
 DOMAIN = Domain(name="{name}", owner="t@example.com", description="difficulty test domain", tags=("test",),
-                samples=_samples, score=_score, eval_size=8)
+                samples=_samples, score=_score, eval_size=8,
+                # the scorer stands in for a policy that solves (or fails) everything, so any text can
+                # pay: the self-test's reward attack would rightly block it, which is not what is tested
+                gate_thresholds={{"reward_attack_items": 0}})
 '''
 RULES = {"diff_easy": "float(len(completion) >= 7)",
          "diff_hard": "0.0",

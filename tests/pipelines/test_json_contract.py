@@ -59,6 +59,8 @@ CASES = {
     ("domains", "list"): ((), {0}, lambda d: {"name", "owner", "tags", "description"} <= set(d[0])
                           and "plug" in {r["name"] for r in d}),
     ("domains", "check"): (("plug",), {0}, lambda d: {"domain", "passed", "checks"} <= set(d) and d["passed"]),
+    ("domains", "attack"): (("plug", "--items", "3"), {0}, lambda d: {"run", "passed", "domains"} <= set(d) and d["passed"]
+                            and d["domains"][0]["domain"] == "plug" and d["domains"][0]["paid_families"] == []),
     ("ingest",): (("plug", "{root}/rows.jsonl"), {0},
                   lambda d: set(d) == {"domain", "received", "admitted", "quarantined", "reasons"}
                   and d["received"] == 2),
