@@ -190,27 +190,6 @@ def normalize_text_answer(text: str) -> str:
     return _WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip().strip(".").strip()
 
 
-def answer_candidates(completion: str) -> list[str]:
-    """Spans of a completion that may hold its answer, most explicit first (deduplicated)."""
-    if not isinstance(completion, str):
-        return []
-    out = []
-    marked = final_answer_text(completion)
-    if marked is not None:
-        out.append(marked)
-    stripped = completion.strip()
-    if stripped:
-        out.append(stripped)
-        last_line = stripped.splitlines()[-1].strip()
-        out.append(last_line)
-    seen, unique = set(), []
-    for c in out:
-        if c not in seen:
-            seen.add(c)
-            unique.append(c)
-    return unique
-
-
 def read_json(path) -> object:
     import json
 
