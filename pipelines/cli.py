@@ -50,6 +50,31 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
+class ExampleFormatter(argparse.HelpFormatter):
+    """argparse's wrapping for prose paragraphs (split on blank lines), but an indented line (an
+    example command) stays one line as written, so it can be copied and run."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        blocks = []
+        for block in text.split("\n\n"):
+            lines = block.splitlines()
+            if any(line.startswith("  ") for line in lines):
+                blocks.append("\n".join(indent + line for line in lines))
+            else:
+                blocks.append(super()._fill_text(" ".join(lines), width, indent))
+        return "\n\n".join(blocks)
+
+
+def with_examples(parser: argparse.ArgumentParser, *commands: str, note: str = "") -> None:
+    """Show ``commands`` under 'examples:' at the end of ``parser``'s ``--help`` (``note`` after
+    them) and keep them on ``parser.examples``: tests/pipelines/test_help_examples.py runs every
+    one as written, so an example that stops working fails the suite."""
+    parser.formatter_class = ExampleFormatter
+    parser.examples = tuple(commands)
+    text = "examples:\n" + "\n".join(f"  {command}" for command in commands)
+    parser.epilog = f"{text}\n\n{note}" if note else text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="assay",

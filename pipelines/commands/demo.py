@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.cli import CliError, add_json_flag, emit
+from pipelines.cli import CliError, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 from pipelines.demo import DemoOptions
 
@@ -15,7 +15,11 @@ def register(subparsers) -> None:
         description="Ingest and gate the built-in domains, train the default policy with GRPO for a "
                     "few steps on an easy domain, sweep base and new checkpoint on every domain, "
                     "compare them, promote or refuse, and print a per-domain summary. Defaults fit "
-                    "a 2-core CPU in about 15 minutes; every flag scales a stage up.")
+                    "a 2-core CPU in about 5 minutes; every flag scales a stage up.")
+    with_examples(parser, "assay demo --recipe tiny --domains math_arith_easy --steps 2 --sweep-items 3   # a smoke run",
+                  "assay demo --skip-training --domains code,logic   # ingest and gates only",
+                  note="Every stage scales up with its flag: e.g. --steps 16 --sweep-items 48 --sweep-samples 2 "
+                       "trains longer and shrinks the smallest regression the sweep can detect (MDE).")
     # Every flag is a field of DemoOptions (help text from its description).
     add_model_flags(parser, DemoOptions, exclude={"log"}, metavars={"domains": "SPEC", "recipe": "RECIPE",
                                                                     "train_domain": "DOMAIN"})

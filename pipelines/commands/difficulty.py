@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from evaluation.pass_rate_config import DEFAULT_LIMIT, DEFAULT_SAMPLES, PassRateConfig
-from pipelines.cli import CliError, add_json_flag, emit
+from pipelines.cli import CliError, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 from training.generation import BACKENDS
 
@@ -25,9 +25,11 @@ def register(subparsers) -> None:
                     "too_hard (no GRPO signal either way). Items: the domain's admitted train rows in the lake, "
                     "else the first N of its own train split. Cached per (policy, item, K, generation "
                     "config) in lake table pass_rates: a re-run computes only what is new.",
-        epilog=f"Defaults: --samples {DEFAULT_SAMPLES}, --limit {DEFAULT_LIMIT} (a default run generates at most "
-               f"{DEFAULT_SAMPLES * DEFAULT_LIMIT} completions). Example: assay difficulty math_arith_easy "
-               "--policy base-smollm2 --samples 4 --limit 8 --backend vllm")
+    )
+    with_examples(parser, "assay difficulty math_arith_easy --policy base-smollm2 --samples 4 --limit 8",
+                  "assay difficulty math_arith_easy --policy champion --json",
+                  note=f"Defaults: --samples {DEFAULT_SAMPLES}, --limit {DEFAULT_LIMIT} (a default run generates at "
+                       f"most {DEFAULT_SAMPLES * DEFAULT_LIMIT} completions).")
     parser.add_argument("domain", metavar="DOMAIN", help="the domain whose train items to judge")
     parser.add_argument("--policy", default=None, metavar="ID|champion|base-RECIPE",
                         help="which policy: a checkpoint id, 'champion' (the registry alias), 'latest', or "

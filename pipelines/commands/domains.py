@@ -7,7 +7,7 @@ import argparse
 import contextlib
 import sys
 
-from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit
+from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 from quality.attack_config import AttackConfig
 
@@ -43,9 +43,9 @@ def register(subparsers) -> None:
                     "(Domain.attacks) with the domain's scorer, as the trainer does. A family is paid on an "
                     "item when any candidate scores above 0 while the reference answer scores 1.0. "
                     "Exit 1 if anything is paid or a reference answer does not score 1.0; run it before "
-                    "shipping a domain.",
-        epilog="examples:\n  assay domains attack math_arith logic\n  assay domains attack --all --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "shipping a domain.")
+    with_examples(attack, "assay domains attack math_arith logic", "assay domains attack --tag arithmetic --json",
+                  note="assay domains attack --all runs every registered domain (a few minutes).")
     attack.add_argument("domain", nargs="*", help="domain names (or use --all / --tag)")
     attack.add_argument("--all", action="store_true", help="attack every registered domain")
     attack.add_argument("--tag", action="append", help="attack the domains with this tag (repeatable)")

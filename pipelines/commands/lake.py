@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit
+from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit, with_examples
 
 
 def register(subparsers) -> None:
@@ -32,8 +32,11 @@ def register(subparsers) -> None:
     sql = subparsers.add_parser(
         "sql", help="run a DuckDB query over the lake",
         description="Run SQL with DuckDB over the lake's views: samples, quarantine, and every other "
-                    "table present (results, sweep_summary, regression, ...). "
-                    "Example: assay sql \"SELECT domain, count(*) FROM samples GROUP BY 1\"")
+                    "table present (results, sweep_summary, regression, ...). DuckDB's COPY writes a "
+                    "query's rows to a file (e.g. for `assay regress`).")
+    with_examples(sql, 'assay sql "SELECT domain, count(*) FROM samples GROUP BY 1"',
+                  'assay sql --json "SELECT domain, reasons, count(*) AS n FROM quarantine GROUP BY ALL ORDER BY n DESC"',
+                  "assay sql \"COPY (SELECT * FROM results WHERE checkpoint = 'base-tiny') TO 'baseline.parquet'\"")
     sql.add_argument("query", help="the SQL statement")
     add_json_flag(sql)
     sql.set_defaults(handler=run_sql)

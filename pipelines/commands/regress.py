@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit
+from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit, with_examples
 
 
 def register(subparsers) -> None:
@@ -28,8 +28,14 @@ def register(subparsers) -> None:
                     "(regression); 'underpowered' when a domain's test cannot reject at alpha. What "
                     "blocks comes from the promotion policy file. Exit 1 when the policy blocks, 2 on "
                     "bad input or when a domain's generation configs differ between the files.",
-        epilog="Example: assay regress --baseline champion.parquet --candidate new.parquet "
-               "--margin 0.01 --margin gsm_symbolic=0.02 --protected gsm_symbolic,chain_sum --json")
+    )
+    with_examples(parser,
+                  "assay sql \"COPY (SELECT * FROM results WHERE checkpoint = 'base-tiny') TO 'baseline.parquet'\"",
+                  "assay sql \"COPY (SELECT * FROM results WHERE checkpoint <> 'base-tiny') TO 'candidate.parquet'\"",
+                  "assay regress --baseline baseline.parquet --candidate candidate.parquet --margin 0.01 "
+                  "--margin math_arith_easy=0.02 --protected math_arith_easy --json",
+                  note="The files hold per-sample results: the lake's results table, or any file with columns "
+                       "domain, item_id, sample_idx, score (optional: cluster_id, gen_config).")
     parser.add_argument("--baseline", required=True, help="baseline results file (.parquet, .csv, .jsonl)")
     parser.add_argument("--candidate", required=True, help="candidate results file (.parquet, .csv, .jsonl)")
     parser.add_argument("--margin", action="append", default=[], metavar="M|DOMAIN=M",

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from evaluation.sweep_config import SweepConfig
-from pipelines.cli import CliError, add_json_flag, emit
+from pipelines.cli import CliError, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 from training.generation import BACKENDS
 
@@ -24,7 +24,9 @@ def register(subparsers) -> None:
                     "domain's scorer, and summarise per domain (mean, pass@1, pass@K, clustered SE, "
                     "95% CI, tokens/s). Cached per (checkpoint, item, sample, generation config): a "
                     "re-run only generates what is missing, and a killed sweep resumes.",
-        epilog="Example: assay sweep --checkpoint champion --domains chain_sum gsm --samples 4 --limit 50")
+    )
+    with_examples(parser, "assay sweep --checkpoint champion --domains math_arith_easy strings --samples 2 --limit 8",
+                  "assay sweep --checkpoint latest --tag arithmetic --limit 4 --json")
     parser.add_argument("--checkpoint", required=True, metavar="ID|champion|latest|base-RECIPE",
                         help="which checkpoint: an id, 'champion' (the registry alias), 'latest', or "
                              "'base-smollm2' / 'base-tiny' (the untrained policy)")

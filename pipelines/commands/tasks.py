@@ -6,17 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit
+from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit, with_examples
 
-EXAMPLE = """\
-example:
-  assay tasks check ./my_tasks          # a suite: a folder of task folders
-  assay tasks check ./my_tasks/count    # one task folder
-  assay tasks check ./my_tasks --json   # [{"task", "oracle_passed", "do_nothing_failed", "ok", "detail"}]
-
-A task folder holds task.yaml (instruction, max_turns, timeout_s, tags, difficulty), files/ (the
+EXAMPLES = (
+    "assay tasks check ./my_tasks                # a suite: a folder of task folders",
+    "assay tasks check ./my_tasks/count_lines    # one task folder",
+    'assay tasks check ./my_tasks --json         # [{"task", "oracle_passed", "do_nothing_failed", "ok", "detail"}]',
+)
+NOTE = """A task folder holds task.yaml (instruction, max_turns, timeout_s, tags, difficulty), files/ (the
 episode's initial /work), solution.sh (the oracle) and tests/run.sh (the hidden tests; exit 0 =
-solved). Exit codes: 0 every task is sound, 1 some task is broken, 2 DIR is not a task or suite."""
+solved). Exit codes: 0 every task is sound, 1 some task is broken, 2 DIR is not a task or suite. The
+shipped tasks in domains/builtin/terminal_tasks/ are examples to copy."""
 
 
 def register(subparsers) -> None:
@@ -28,8 +28,8 @@ def register(subparsers) -> None:
         "check", help="run each task's oracle and a do-nothing agent in the sandbox; both must be judged right",
         description="For every task in DIR: run solution.sh in a fresh terminal episode and the hidden tests "
                     "after it (they must pass), then an empty script (the tests must fail). A task failing "
-                    "either is broken: its tests reward nothing or the wrong thing.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "either is broken: its tests reward nothing or the wrong thing.")
+    with_examples(check, *EXAMPLES, note=NOTE)
     check.add_argument("dir", metavar="DIR", help="a task suite (folder of task folders) or one task folder")
     check.add_argument("--workers", type=int, default=None, help="tasks checked at once (default: CPU count)")
     add_json_flag(check)

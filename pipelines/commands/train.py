@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit
+from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit, with_examples
 from training.generation import BACKENDS
 
 
@@ -29,8 +29,9 @@ def register(subparsers) -> None:
                     "$ASSAY_HOME/checkpoints registered as MLflow models. Rerun the same command to "
                     "resume after a kill. Two processes: torchrun --nproc_per_node 2 -m "
                     "training.run_grpo --recipe ...; several machines: --hostfile (below).",
-        epilog="Example: assay train --recipe tiny --domains math_arith_easy --steps 10 --json. "
-               "Several machines: write a hostfile (one 'HOST slots=N' line per machine, N = its training "
+    )
+    with_examples(parser, "assay train --recipe tiny --domains math_arith_easy --steps 10 --json",
+                  note="Several machines: write a hostfile (one 'HOST slots=N' line per machine, N = its training "
                "processes, e.g. its GPUs; the first host hosts the rendezvous), put the same code, recipe and "
                "rows on every machine with one shared ASSAY_HOME, and run the same `assay train --hostfile "
                "hosts.txt ...` on each (it finds its own line by hostname, or pass --node-rank). Each runs "

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from evaluation.variant_config import METHOD_NAMES, VariantConfig
-from pipelines.cli import EXIT_FAILED, EXIT_OK, CliError, add_json_flag, emit
+from pipelines.cli import EXIT_FAILED, EXIT_OK, CliError, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 
 
@@ -26,7 +26,8 @@ def register(subparsers) -> None:
                     "the 'fast' alias only when every domain is shown non-inferior and it is at least --min-speedup "
                     "times faster at batch 1; an underpowered domain is reported as such, never as a pass. "
                     "Exit 0: equivalent; 1: not shown equivalent; 2: bad input or a method this machine cannot run.",
-        epilog="Example: assay variant --from latest --method gguf-q4_0 --domains math_arith logic strings")
+    )
+    with_examples(parser, "assay variant --from latest --method gguf-q4_0 --domains math_arith_easy strings --limit 8")
     parser.add_argument("--from", dest="parent", required=True, metavar="CHECKPOINT",
                         help="the parent: a checkpoint id, 'champion', 'latest' or 'base-smollm2' / 'base-tiny'")
     parser.add_argument("--domains", nargs="+", metavar="DOMAIN",

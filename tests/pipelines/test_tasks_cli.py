@@ -53,7 +53,7 @@ def test_tasks_check_bad_input_is_exit_2(tmp_path, assay_home, make, message):
 
 def test_tasks_check_help_explains_the_format():
     out = run_cli("tasks", "check", "--help")
-    assert out.returncode == 0 and "tests/run.sh" in out.stdout and "example:" in out.stdout
+    assert out.returncode == 0 and "tests/run.sh" in out.stdout and "examples:\n  assay tasks check ./my_tasks" in out.stdout
 
 
 def test_a_suite_on_the_path_is_listed_and_self_tested(tmp_path, assay_home):
