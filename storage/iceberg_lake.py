@@ -40,7 +40,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import polars as pl
 
@@ -144,28 +144,59 @@ class IcebergLake:
         """Write (or replace) one batch of ``table`` in one Iceberg commit (see the module doc)."""
         if not frames and manifest is None:
             raise ValueError(f"write_batch({table!r}, {dict(partition)}): nothing to write (no frames, no manifest)")
-        key = {k: str(v) for k, v in partition.items()}
-        for k, v in key.items():
-            _check_part(k, v)
-        data = _batch_table(key, frames)
         properties = {MANIFEST_PROPERTY: json.dumps(manifest, default=str)} if manifest is not None else {}
+        return self._write(table, [(partition, frames)], properties)[0]
+
+    def write_batches(self, table: str, batches: Sequence[tuple[Mapping[str, Any], Mapping[str, pl.DataFrame]]]
+                      ) -> list[str]:
+        """Write (or replace) several batches of ``table`` as ONE Iceberg commit: readers see all of
+        them or none, and a lost race redoes the whole unit. A commit costs about the same whatever
+        it holds, so a sweep writes every domain of a checkpoint this way, not one commit each."""
+        if not batches:
+            return []
+        for partition, frames in batches:
+            if not frames:
+                raise ValueError(f"write_batches({table!r}): batch {dict(partition)} has no frames")
+        return self._write(table, batches, {})
+
+    def _write(self, table: str, batches, properties: Mapping[str, str]) -> list[str]:
+        keys = [{k: str(v) for k, v in partition.items()} for partition, _ in batches]
+        names = list(keys[0])
+        for key in keys:
+            if list(key) != names:
+                raise ValueError(f"write_batches({table!r}): every batch needs the same partition keys "
+                                 f"({', '.join(names)}), got {', '.join(key)}")
+            for k, v in key.items():
+                _check_part(k, v)
+        if len({tuple(key.values()) for key in keys}) != len(keys):
+            raise ValueError(f"write_batches({table!r}): a batch key appears twice in one unit")
+        import pyarrow as pa
+
+        parts = [_batch_table(key, frames) for key, (_, frames) in zip(keys, batches)]
+        data = parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="permissive")
+        columns: dict[str, list[str]] = {}
+        for _, frames in batches:
+            for name, frame in frames.items():
+                known = columns.setdefault(name, [])
+                known += [c for c in frame.columns if c not in known]
 
         def commit(tbl) -> None:
+            present = self._present_keys(tbl, keys)
             with tbl.transaction() as tx:
                 with tx.update_schema() as update:
                     update.union_by_name(_without_nulls(data.schema))
-                frame_columns = {f"{FRAME_PROPERTY}{name}": json.dumps(_frame_columns(tbl, name, frame.columns, key))
-                                 for name, frame in frames.items()}
+                frame_columns = {f"{FRAME_PROPERTY}{name}": json.dumps(_frame_columns(tbl, name, cols, keys[0]))
+                                 for name, cols in columns.items()}
                 if any(tbl.properties.get(k) != v for k, v in frame_columns.items()):
                     tx.set_properties(frame_columns)
                 conformed = _conform(data, tx.table_metadata.schema().as_arrow())
-                if self._has_rows(tbl, key):
-                    tx.overwrite(conformed, overwrite_filter=_equals(key), snapshot_properties=properties)
-                else:  # a new batch: an append, whose manifests Iceberg merges (an overwrite's it never does)
+                if present:  # replaced batches: their old rows leave in the same snapshot
+                    tx.overwrite(conformed, overwrite_filter=_any_of(present), snapshot_properties=properties)
+                else:  # new batches: an append, whose manifests Iceberg merges (an overwrite's it never does)
                     tx.append(conformed, snapshot_properties=properties)
 
-        self._commit(table, data.schema, list(key), commit)
-        return self.location(table, key)
+        self._commit(table, data.schema, names, commit)
+        return [self.location(table, key) for key in keys]
 
     def delete_partition(self, table: str, partition: Mapping[str, Any]) -> bool:
         key = {k: str(v) for k, v in partition.items()}
@@ -330,9 +361,19 @@ class IcebergLake:
         return views
 
     def _has_rows(self, tbl, key: Mapping[str, str]) -> bool:
-        if any(k not in {f.name for f in tbl.schema().fields} for k in key):
-            return False
-        return tbl.scan(row_filter=_equals(key), selected_fields=(FRAME_COLUMN,), limit=1).to_arrow().num_rows > 0
+        return bool(self._present_keys(tbl, [key]))
+
+    def _present_keys(self, tbl, keys: Sequence[Mapping[str, str]]) -> list[Mapping[str, str]]:
+        """Those of ``keys`` that have rows in ``tbl``: one scan of the partition columns of the
+        files whose partitions match (Iceberg prunes the others by their manifests' partition values)."""
+        names = list(keys[0])
+        if any(k not in {f.name for f in tbl.schema().fields} for k in names):
+            return []
+        found = tbl.scan(row_filter=_any_of(keys), selected_fields=tuple(names)).to_arrow()
+        if found.num_rows == 0:
+            return []
+        seen = set(zip(*(found.column(n).to_pylist() for n in names)))
+        return [key for key in keys if tuple(key.values()) in seen]
 
 
 # -- catalog -----------------------------------------------------------------------------------
@@ -438,6 +479,16 @@ def _conform(data: "pa.Table", schema: "pa.Schema") -> "pa.Table":
         else:
             columns.append(pa.nulls(data.num_rows, f.type))
     return pa.Table.from_arrays(columns, schema=pa.schema([pa.field(f.name, f.type, True) for f in schema]))
+
+
+def _any_of(keys: Sequence[Mapping[str, str]]):
+    """Rows of any of the batches ``keys``."""
+    from pyiceberg.expressions import Or
+
+    expression = _equals(keys[0])
+    for key in keys[1:]:
+        expression = Or(expression, _equals(key))
+    return expression
 
 
 def _equals(values: Mapping[str, str]):

@@ -59,7 +59,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import polars as pl
 
@@ -197,6 +197,14 @@ class Lake:
         finally:
             shutil.rmtree(work, ignore_errors=True)  # after a swap it holds the replaced version
         return final
+
+    def write_batches(self, table: str, batches: Sequence[tuple[Mapping[str, Any], Mapping[str, pl.DataFrame]]]
+                      ) -> list[Path]:
+        """Several batches of ``table`` (one unit of work: a sweep's domains, an ingest run's
+        domains). Here each batch is still its own folder rename, atomic per batch, at ~3 ms a
+        batch; the team lake (:meth:`storage.iceberg_lake.IcebergLake.write_batches`) commits the
+        unit at once, since there a commit costs the same whatever it holds."""
+        return [self.write_batch(table, partition, frames) for partition, frames in batches]
 
     def delete_partition(self, table: str, partition: Mapping[str, Any]) -> bool:
         path = self.partition_dir(table, partition)

@@ -82,6 +82,57 @@ def test_frames_of_one_table_that_disagree_on_a_column_type_are_refused_with_the
     assert lake.read("t", "samples").height == 0  # nothing of it was committed
 
 
+def _commits(lake, table) -> int:
+    """How many catalog commits ``table`` has had: its metadata file's version number."""
+    return int(lake._table(table).metadata_location.rsplit("/", 1)[1].split("-", 1)[0])
+
+
+def test_several_batches_commit_as_one_unit_and_read_like_the_local_lake(lake, assay_home):
+    local = Lake.at(assay_home / "local")
+    first = [({"domain": d, "batch": "b1"}, frames(i, 2)) for i, d in enumerate("abc", 1)]
+    for target in (lake, local):
+        target.write_batches("ingest", first)
+    before = _commits(lake, "ingest")
+    # one unit replacing a batch and adding two: one commit, old rows of the replaced batch gone
+    second = [({"domain": "a", "batch": "b1"}, frames(7, 1)), ({"domain": "d", "batch": "b1"}, frames(8, 3)),
+              ({"domain": "a", "batch": "b2"}, {"samples": pl.DataFrame({"v": [9], "kind": ["admitted"],
+                                                                          "extra": ["x"]})})]
+    for target in (lake, local):
+        target.write_batches("ingest", second)
+    assert _commits(lake, "ingest") == before + 1
+    query = "SELECT domain, batch, v, count(*) AS n FROM samples GROUP BY ALL ORDER BY ALL"
+    assert lake.sql(query).rows() == local.sql(query).rows() == [
+        ("a", "b1", 7, 1), ("a", "b2", 9, 1), ("b", "b1", 2, 2), ("c", "b1", 3, 2), ("d", "b1", 8, 3)]
+    assert lake.read("ingest", "samples", where={"domain": "a", "batch": "b2"})["extra"].to_list() == ["x"]
+    assert lake.read("ingest", "quarantine", where={"domain": "d"}).height == 3
+    assert lake.write_batches("ingest", []) == []
+
+
+def test_a_unit_with_mixed_keys_or_a_key_twice_is_refused_before_anything_is_written(lake):
+    with pytest.raises(ValueError, match="same partition keys"):
+        lake.write_batches("t", [({"domain": "a", "batch": "b"}, frames(1)), ({"domain": "a"}, frames(2))])
+    with pytest.raises(ValueError, match="appears twice"):
+        lake.write_batches("t", [({"batch": "b"}, frames(1)), ({"batch": "b"}, frames(2))])
+    with pytest.raises(ValueError, match="no frames"):
+        lake.write_batches("t", [({"batch": "b"}, {})])
+    assert lake.read("t", "samples").height == 0
+
+
+def test_a_unit_killed_before_its_catalog_commit_shows_none_of_its_batches(lake):
+    lake.write_batches("u", [({"domain": d, "batch": "b"}, frames(1)) for d in "ab"])
+    child = _child("pause-unit", "u", "2")
+    try:
+        assert child.stdout.readline().strip() == "paused", child.stderr.read()
+    finally:
+        child.kill()
+        child.wait()
+    # all three batches' files were written; the catalog never pointed at them
+    assert sorted(lake.read("u", "samples").select("domain", "v").rows()) == [("a", 1), ("b", 1)]
+    assert lake.read("u", "quarantine").height == 2
+    lake.write_batches("u", [({"domain": d, "batch": "b"}, frames(3)) for d in "abc"])  # no lock left behind
+    assert sorted(lake.read("u", "samples").select("domain", "v").rows()) == [("a", 3), ("b", 3), ("c", 3)]
+
+
 def _write_many(args) -> list[str]:
     worker, batches, env = args
     os.environ.update(env)  # importing tests.conftest in this fresh process cleared the profile
