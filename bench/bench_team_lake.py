@@ -356,7 +356,15 @@ def main(argv: list[str] | None = None) -> int:
                              "results sweep_summary regression promotions gate_results ingest checkpoints)")
     parser.add_argument("--synthetic-home", help="reuse (or fill) this ASSAY_HOME for the local synthetic lake")
     parser.add_argument("--skip-writes", action="store_true", help="only the read side")
+    parser.add_argument("--unit-writes", action="store_true",
+                        help="also write every result of --checkpoints x --domains as sweeps write them (one unit per "
+                             "checkpoint: one commit per table on Iceberg), at that full scale")
     parser.add_argument("--skip-reads", action="store_true", help="only the write side")
+    parser.add_argument("--history", type=int, default=0,
+                        help="also time this many one-batch commits with maintenance (e.g. 2000): is the curve flat?")
+    parser.add_argument("--maintain-every", type=int, default=100, help="commits between maintenance runs (default 100)")
+    parser.add_argument("--history-baseline", type=int, default=0,
+                        help="with --history: this many commits without maintenance first, the same way (e.g. 400)")
     parser.add_argument("--json", help="also write the figures as JSON to this file")
     args = parser.parse_args(argv)
 
@@ -386,6 +394,10 @@ def main(argv: list[str] | None = None) -> int:
 
     s3_log = services.folder / "s3.log"
     try:
+        if args.history:
+            figures["history"] = run_history(args, scratch, profile("history"), sampler)
+        if args.unit_writes:
+            figures["unit_writes"] = run_unit_writes(args, scratch, profile("unit"), sampler)
         if not args.skip_writes:
             figures["writes"] = run_writes(args, scratch, profile("write"), sampler, s3_log)
         if not args.skip_reads:
@@ -434,6 +446,118 @@ def run_writes(args, scratch: Path, profile, sampler: LoadSampler, s3_log: Path)
     out["iceberg_results_snapshots"] = len(tbl.snapshots()) if tbl is not None else 0
     out["s3_requests_per_batch"] = requests / len(sequence) if requests else None
     out["s3_requests_by_method"] = by_method
+    return out
+
+
+def unit_sequence(checkpoints: int, domains: int, seed: int = 1) -> list[list[tuple[str, dict, dict, int]]]:
+    """Per checkpoint, what one sweep of it writes: a ``results`` batch and a ``sweep_summary``
+    row per domain (the same rows :func:`write_sequence` makes), built before anything is timed."""
+    from storage import tables as T
+
+    flat = write_sequence(checkpoints * domains, 0, domains, seed=seed)
+    units = []
+    for c in range(checkpoints):
+        unit = flat[c * domains:(c + 1) * domains]
+        summaries = []
+        for _, partition, frames, _ in unit:
+            part = frames["part"]
+            row = {"checkpoint": partition["checkpoint"], "domain": partition["domain"], "n": part["item_id"].n_unique(),
+                   "k": 4, "mean": float(part["score"].mean()), "gen_config": "a1b2c3d4e5f6",
+                   "created_at": part["created_at"][0]}
+            summaries.append(("sweep_summary", {"checkpoint": partition["checkpoint"], "domain": partition["domain"]},
+                              {"part": T.conform(pl.DataFrame([{k: row.get(k) for k in T.SWEEP_SUMMARY}],
+                                                              schema=T.SWEEP_SUMMARY), T.SWEEP_SUMMARY)}, 1))
+        units.append(unit + summaries)
+    return units
+
+
+def time_units(lake, units) -> list[float]:
+    """One ``write_batches`` per table per unit (a checkpoint's sweep); seconds per unit."""
+    times = []
+    for unit in units:
+        began = time.perf_counter()
+        for table in dict.fromkeys(t for t, *_ in unit):
+            lake.write_batches(table, [(p, f) for t, p, f, _ in unit if t == table])
+        times.append(time.perf_counter() - began)
+    return times
+
+
+def run_unit_writes(args, scratch: Path, profile, sampler: LoadSampler) -> dict:
+    """Every result of ``--checkpoints`` x ``--domains`` written as a sweep writes it: one unit
+    (one commit per table on Iceberg) per checkpoint, measured at full scale, into both lakes."""
+    from storage.deployment import open_lake
+    from storage.lake import Lake
+
+    units = unit_sequence(args.checkpoints, args.domains)
+    rows = sum(r for unit in units for *_, r in unit)
+    out: dict = {"checkpoints": args.checkpoints, "domains": args.domains, "batches": sum(map(len, units)), "rows": rows}
+    print(f"\n[unit writes] {args.checkpoints} checkpoints x {args.domains} domains: {out['batches']:,} batches, "
+          f"{rows:,} rows; one write_batches per table per checkpoint", flush=True)
+    local = Lake.at(scratch / "unit-local")
+    ice = open_lake(scratch / "unit-team", write=True, profile=profile)
+    for name, lake in (("local", local), ("iceberg", ice)):
+        with sampler.phase(f"unit writes {name}"):
+            times = time_units(lake, units)
+        out[name] = {"seconds": sum(times), "rows_per_s": rows / sum(times), "first_unit_s": times[0],
+                     "last_unit_s": times[-1], "unit_s": times}
+        print(f"  {name:8s}{sum(times):7.1f} s, first unit {times[0]:.2f} s, last {times[-1]:.2f} s "
+              f"(load now {_loadavg()})", flush=True)
+    check = ice.sql("SELECT count(*) AS n FROM results").item()
+    assert check == sum(r for unit in units for t, *_, r in unit if t == "results"), check
+    out["iceberg_over_local"] = out["iceberg"]["seconds"] / out["local"]["seconds"]
+    return out
+
+
+def time_history(lake, table: str, commits: int, maintain_every: int) -> tuple[list[float], list[float]]:
+    """``commits`` one-batch commits of 8 rows (a new batch each, the case that grows history);
+    every ``maintain_every`` commits (0: never) the table is maintained (keep 5 snapshots, no
+    grace: nothing else runs). Seconds per commit, and per maintenance."""
+    from storage import tables as T
+    from storage.lake_maintenance import MaintenanceSettings, maintain
+
+    rng = random.Random(3)
+    commit_s, maintain_s = [], []
+    for i in range(commits):
+        frame = pl.DataFrame([{"checkpoint": "c", "domain": f"d{i % 300:03d}", "item_id": f"i{j}", "sample_idx": 0,
+                               "score": float(rng.random() < 0.5), "gen_config": "g"} for j in range(8)])
+        began = time.perf_counter()
+        lake.write_batch(table, {"checkpoint": "c", "domain": f"d{i % 300:03d}", "batch": f"b{i}"},
+                         {"part": T.conform(frame, T.RESULTS)})
+        commit_s.append(time.perf_counter() - began)
+        if maintain_every and (i + 1) % maintain_every == 0:
+            began = time.perf_counter()
+            maintain(lake, MaintenanceSettings(keep_snapshots=5, grace_s=0), [table])
+            maintain_s.append(time.perf_counter() - began)
+    return commit_s, maintain_s
+
+
+def run_history(args, scratch: Path, profile, sampler: LoadSampler) -> dict:
+    """Does a commit's cost grow with the commits before it? ``--history`` commits with maintenance
+    every ``--maintain-every``, beside ``--history-baseline`` commits without (the same run)."""
+    import numpy as np
+
+    from storage.deployment import open_lake
+
+    ice = open_lake(scratch / "history-team", write=True, profile=profile)
+    out: dict = {}
+    for name, commits, every in (("without maintenance", args.history_baseline, 0),
+                                 ("with maintenance", args.history, args.maintain_every)):
+        if not commits:
+            continue
+        print(f"\n[history] {commits} commits {name}" + (f" (every {every})" if every else ""), flush=True)
+        with sampler.phase(f"history {name}"):
+            commit_s, maintain_s = time_history(ice, f"history_{every}", commits, every)
+        head = min(100, commits // 2)
+        slope = float(np.polyfit(np.arange(commits), np.asarray(commit_s), 1)[0])
+        out[name] = {"commits": commits, "maintain_every": every, "first_ms": 1000 * statistics.fmean(commit_s[:head]),
+                     "last_ms": 1000 * statistics.fmean(commit_s[-head:]), "head": head,
+                     "slope_ms_per_1000_commits": 1000 * 1000 * slope, "commits_per_s": commits / sum(commit_s),
+                     "maintain_mean_s": statistics.fmean(maintain_s) if maintain_s else None,
+                     "deciles_ms": [1000 * statistics.fmean(c) for c in np.array_split(np.asarray(commit_s), 10)]}
+        o = out[name]
+        print(f"  first {head}: {o['first_ms']:.0f} ms/commit, last {head}: {o['last_ms']:.0f} ms; slope "
+              f"{o['slope_ms_per_1000_commits']:+.1f} ms per 1000 commits; maintenance "
+              f"{o['maintain_mean_s'] or 0:.2f} s each (load now {_loadavg()})", flush=True)
     return out
 
 
