@@ -245,7 +245,7 @@ def copy_to_iceberg(local, ice, tables: list[str], chunk_rows: int, layout: str)
                             tx.set_properties(prop)
                         tx.append(IL._conform(arrow, tx.table_metadata.schema().as_arrow()))
 
-                if layout == "compact" and ice._table(table) is None:
+                if layout == "compact" and ice.iceberg_table(table) is None:
                     try:
                         ice.catalog.create_namespace(IL.NAMESPACE)
                     except NamespaceAlreadyExistsError:
@@ -253,12 +253,12 @@ def copy_to_iceberg(local, ice, tables: list[str], chunk_rows: int, layout: str)
                     ice.catalog.create_table((IL.NAMESPACE, table), schema=IL._without_nulls(arrow.schema))
                 ice._commit(table, arrow.schema, keys, commit)
                 commits += 1
-        tbl = ice._table(table)
+        tbl = ice.iceberg_table(table)
         if layout == "compact":
             with tbl.update_spec() as spec:
                 for key in keys:
                     spec.add_identity(key)
-            tbl = ice._table(table)
+            tbl = ice.iceberg_table(table)
         snap = tbl.current_snapshot()
         summary[table] = {"local_files": len(files), "iceberg_data_files": int(snap.summary["total-data-files"]),
                           "commits": commits, "rows": int(snap.summary["total-records"]),
@@ -442,7 +442,7 @@ def run_writes(args, scratch: Path, profile, sampler: LoadSampler, s3_log: Path)
     if ice_results:
         out["growth_iceberg"] = growth(ice_results)
         out["growth_local"] = growth(local_results)
-    tbl = ice._table("results")
+    tbl = ice.iceberg_table("results")
     out["iceberg_results_snapshots"] = len(tbl.snapshots()) if tbl is not None else 0
     out["s3_requests_per_batch"] = requests / len(sequence) if requests else None
     out["s3_requests_by_method"] = by_method

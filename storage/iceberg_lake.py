@@ -20,7 +20,8 @@ it replaces the old version whole or not at all. A writer that loses the race to
 commit reloads the table and redoes its commit (the last writer of a batch wins, as in the local
 lake); a writer killed before
 its commit leaves only unreferenced data files, never visible. Partition values are stored as
-string columns (the local lake reads them from folder names) and the table is partitioned by the first (see ``_create``).
+string columns (the local lake reads them from folder names); the table is partitioned by the
+first key column only (see ``_create``).
 
 Reads. The dashboard and the gates read lake files with DuckDB and polars. ``files`` therefore
 exports what was asked (a frame, optionally one partition) from the table's current snapshot into
@@ -126,7 +127,8 @@ class IcebergLake:
             self._catalog = _open_catalog(self.profile)
         return self._catalog
 
-    def _table(self, table: str):
+    def iceberg_table(self, table: str):
+        """Lake table ``table`` as a pyiceberg Table (None if it does not exist yet), for maintenance."""
         from pyiceberg.exceptions import NoSuchTableError
 
         try:
@@ -200,7 +202,7 @@ class IcebergLake:
 
     def delete_partition(self, table: str, partition: Mapping[str, Any]) -> bool:
         key = {k: str(v) for k, v in partition.items()}
-        tbl = self._table(table)
+        tbl = self.iceberg_table(table)
         if tbl is None or not self._has_rows(tbl, key):
             return False
 
@@ -215,7 +217,7 @@ class IcebergLake:
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
         for attempt in range(_COMMIT_TRIES):
-            tbl = self._table(table)
+            tbl = self.iceberg_table(table)
             if tbl is None:
                 if schema is None:
                     return
@@ -262,7 +264,7 @@ class IcebergLake:
     def files(self, table: str, name: str = "part", where: Mapping[str, Any] | None = None) -> list[Path]:
         """A local Parquet file holding frame ``name`` of ``table`` (only the partition ``where``)
         as of the table's current snapshot, or nothing when it has no such rows."""
-        tbl = self._table(table)
+        tbl = self.iceberg_table(table)
         if tbl is None:
             return []
         return self._export(tbl, table, name, where)
@@ -318,7 +320,7 @@ class IcebergLake:
 
     def partition_values(self, table: str, key: str) -> list[str]:
         """The distinct values of partition column ``key`` in ``table`` (any frame)."""
-        tbl = self._table(table)
+        tbl = self.iceberg_table(table)
         if tbl is None or key not in {f.name for f in tbl.schema().fields}:
             return []
         values = tbl.scan(selected_fields=(key,)).to_arrow().column(key).unique().to_pylist()
@@ -350,7 +352,7 @@ class IcebergLake:
         """(view, Iceberg table, lake table, frame) for every frame of every table."""
         sources = []
         for table in self.tables():
-            tbl = self._table(table)
+            tbl = self.iceberg_table(table)
             if tbl is not None:
                 sources += [(table if frame == "part" else frame, tbl, table, frame) for frame in sorted(_frames(tbl))]
         return sources

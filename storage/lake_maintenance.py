@@ -48,7 +48,9 @@ class TableMaintenance:
 def maintain(lake, settings: MaintenanceSettings | None = None, tables: list[str] | None = None) -> list[TableMaintenance]:
     """Maintain every table of ``lake`` (or ``tables``); one report per table."""
     settings = settings or MaintenanceSettings()
-    if not hasattr(lake, "catalog"):  # the local lake: nothing accumulates but dead writers' folders
+    from storage.iceberg_lake import IcebergLake
+
+    if not isinstance(lake, IcebergLake):  # the local lake: nothing accumulates but dead writers' folders
         started = time.perf_counter()
         lake.recover()
         return [TableMaintenance("(local lake)", 0, 0, 0, time.perf_counter() - started)]
@@ -57,12 +59,12 @@ def maintain(lake, settings: MaintenanceSettings | None = None, tables: list[str
 
 def _maintain_iceberg(lake, name: str, settings: MaintenanceSettings) -> TableMaintenance:
     started = time.perf_counter()
-    tbl = lake._table(name)
+    tbl = lake.iceberg_table(name)
     if tbl is None:
         return TableMaintenance(name, 0, 0, 0, 0.0)
     before = len(tbl.snapshots())
     expired = _expire(tbl, settings)
-    tbl = lake._table(name)  # reload: the expiry committed a new metadata version
+    tbl = lake.iceberg_table(name)  # reload: the expiry committed a new metadata version
     removed = _remove_orphans(tbl, settings.grace_s)
     return TableMaintenance(name, before, expired, removed, time.perf_counter() - started)
 
@@ -106,20 +108,22 @@ def _strip_scheme(location: str) -> str:
     return location.split("://", 1)[1] if "://" in location else location
 
 
-def _remove_orphans(tbl, grace_s: float) -> int:
+def table_objects(tbl):
+    """(file system, every object under the table's location) as pyarrow FileInfo entries."""
     from pyarrow.fs import FileSelector, FileType
 
     scheme, netloc, path = tbl.io.parse_location(tbl.metadata.location)
     fs = tbl.io.fs_by_scheme(scheme, netloc)
+    infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
+    return fs, [info for info in infos if info.type == FileType.File]
+
+
+def _remove_orphans(tbl, grace_s: float) -> int:
+    fs, objects = table_objects(tbl)
     referenced = _referenced(tbl)
     cutoff = time.time() - grace_s
-    orphans = []
-    for info in fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True)):
-        if info.type != FileType.File or info.path in referenced:
-            continue
-        written = info.mtime.timestamp() if info.mtime is not None else 0.0
-        if written < cutoff:
-            orphans.append(info.path)
+    orphans = [info.path for info in objects if info.path not in referenced
+               and (info.mtime.timestamp() if info.mtime is not None else 0.0) < cutoff]
     for orphan in orphans:
         fs.delete_file(orphan)
     return len(orphans)

@@ -84,7 +84,7 @@ def test_frames_of_one_table_that_disagree_on_a_column_type_are_refused_with_the
 
 def _commits(lake, table) -> int:
     """How many catalog commits ``table`` has had: its metadata file's version number."""
-    return int(lake._table(table).metadata_location.rsplit("/", 1)[1].split("-", 1)[0])
+    return int(lake.iceberg_table(table).metadata_location.rsplit("/", 1)[1].split("-", 1)[0])
 
 
 def test_several_batches_commit_as_one_unit_and_read_like_the_local_lake(lake, assay_home):
@@ -199,12 +199,9 @@ def test_a_writer_killed_at_random_moments_never_leaves_a_half_batch_or_loses_a_
 
 
 def _objects(lake, table) -> set[str]:
-    from pyarrow.fs import FileSelector, FileType
+    from storage.lake_maintenance import table_objects
 
-    tbl = lake._table(table)
-    scheme, netloc, path = tbl.io.parse_location(tbl.metadata.location)
-    fs = tbl.io.fs_by_scheme(scheme, netloc)
-    return {i.path for i in fs.get_file_info(FileSelector(path, recursive=True)) if i.type == FileType.File}
+    return {info.path for info in table_objects(lake.iceberg_table(table))[1]}
 
 
 def test_maintenance_expires_history_and_removes_orphans_but_never_what_is_young_or_live(lake):
@@ -220,7 +217,7 @@ def test_maintenance_expires_history_and_removes_orphans_but_never_what_is_young
         child.kill()
         child.wait()
     objects = _objects(lake, "m")
-    snapshots = len(lake._table("m").snapshots())
+    snapshots = len(lake.iceberg_table("m").snapshots())
     assert snapshots >= 4
 
     # everything is younger than the default grace: nothing goes
@@ -228,7 +225,7 @@ def test_maintenance_expires_history_and_removes_orphans_but_never_what_is_young
     assert (young.snapshots_expired, young.orphans_removed) == (0, 0) and _objects(lake, "m") >= objects
 
     [report] = maintain(lake, MaintenanceSettings(keep_snapshots=1, grace_s=0), ["m"])
-    tbl = lake._table("m")
+    tbl = lake.iceberg_table("m")
     assert report.snapshots_before >= snapshots and report.snapshots_expired == report.snapshots_before - 1
     assert len(tbl.snapshots()) == 1 and report.orphans_removed > 0
     left = _objects(lake, "m")
