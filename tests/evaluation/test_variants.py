@@ -134,7 +134,9 @@ def test_cli_contract_and_refusals(wide_parent, tmp_path):
     env = {"ASSAY_DOMAINS_PATH": str(plugin)}
     done = run_cli("variant", "--from", "wide-step000001", "--method", "spec-ngram", "--domains", "small",
                    "--speed-prompts", "2", "--speed-batch1-prompts", "1", "--speed-new-tokens", "4",
-                   "--max-new-tokens", "6", "--json", env=env)
+                   "--max-new-tokens", "6", "--dtype", "float32", "--json", env=env)
+    # float32 for the same reason as above: in native bf16 a near-tied argmax of this random-weight
+    # model can flip between a k-token verify forward and one-token decoding (CI: 1 of 12 items)
     assert done.returncode == 1, done.stderr[-3000:]  # 12 items cannot show non-inferiority: not equivalent
     payload = json.loads(done.stdout)
     assert {"variant", "parent", "method", "speedup_batch1", "speedup_batch", "domains", "fast_alias"} <= set(payload)
