@@ -32,6 +32,7 @@ DEFAULT_CONTEXT_TOKENS = 8192
 DEFAULT_MAX_COMPLETION_TOKENS = 512
 DEFAULT_MAX_PROMPT_TOKENS = DEFAULT_CONTEXT_TOKENS - DEFAULT_MAX_COMPLETION_TOKENS
 DEFAULT_EVAL_SIZE = 200
+PASS_SCORE = 1.0  # a sample passes when it earns full credit (pass@k, policy pass rates, online learnability)
 
 SampleFn = Callable[[str, int, int], Iterable[dict]]
 ScoreFn = Callable[[str, dict], float]

@@ -1,7 +1,7 @@
 """Difficulty measured on the policy: the pass rate of a named policy on a domain's train items.
 
 An item's pass rate is the share of K samples of the policy that pass (score == 1, full credit,
-as in sweeps: :data:`evaluation.sweep.PASS_SCORE`). Its verdict against the domain's pass-rate band
+as in sweeps: :data:`domains.base.PASS_SCORE`). Its verdict against the domain's pass-rate band
 (:func:`quality.difficulty.pass_rate_verdict`): ``too_easy`` when all K pass, ``too_hard`` when all
 fail (either way every reward of the item's GRPO group is equal and it teaches nothing), else by
 the band's ``[difficulty_min, difficulty_max]``.

@@ -71,11 +71,11 @@ import polars as pl
 from evaluation.comparability import gen_identity
 from evaluation.regression import json_safe
 from evaluation.sweep_config import SweepConfig  # defined apart so `assay sweep --help` needs no numpy/polars
+from domains.base import PASS_SCORE  # a sample passes when it earns full credit; evaluation.sweep.PASS_SCORE stays importable
 from storage.lake import Lake
 from storage.tables import RESULTS, SWEEP_SUMMARY, conform
 
 CLUSTER_KEYS = ("cluster_id", "template")
-PASS_SCORE = 1.0  # a sample passes when it earns full credit (pass@k, policy pass rates)
 
 
 class SweepError(RuntimeError):

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import polars as pl
 
-from storage.lake import _check_part, _connect
+from storage.lake import partition_part, connect_views
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -110,7 +110,7 @@ class IcebergLake:
 
     def location(self, table: str, partition: Mapping[str, Any] | None = None) -> str:
         """Where ``table`` (one partition of it) lives, for people: the Iceberg table and filter."""
-        parts = "/".join(_check_part(k, v) for k, v in (partition or {}).items())
+        parts = "/".join(partition_part(k, v) for k, v in (partition or {}).items())
         return f"iceberg:{NAMESPACE}.{table}" + (f"/{parts}" if parts else "")
 
     def recover(self) -> list:
@@ -169,7 +169,7 @@ class IcebergLake:
                 raise ValueError(f"write_batches({table!r}): every batch needs the same partition keys "
                                  f"({', '.join(names)}), got {', '.join(key)}")
             for k, v in key.items():
-                _check_part(k, v)
+                partition_part(k, v)
         if len({tuple(key.values()) for key in keys}) != len(keys):
             raise ValueError(f"write_batches({table!r}): a batch key appears twice in one unit")
         import pyarrow as pa
@@ -331,7 +331,7 @@ class IcebergLake:
         return self._bind(self._view_sources())
 
     def connect(self):
-        return _connect(self.views())
+        return connect_views(self.views())
 
     def sql(self, query: str) -> pl.DataFrame:
         """``query`` over the lake's views (DuckDB), each view one table's current snapshot. As in
@@ -341,7 +341,7 @@ class IcebergLake:
 
         sources = self._view_sources()
         named = {view for view, *_ in sources if re.search(rf"(?<!\w){re.escape(view)}(?!\w)", query, re.IGNORECASE)}
-        con = _connect(self._bind([source for source in sources if not named or source[0] in named]))
+        con = connect_views(self._bind([source for source in sources if not named or source[0] in named]))
         try:
             relation = con.sql(query)
             return relation.pl() if relation is not None else pl.DataFrame()

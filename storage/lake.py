@@ -91,7 +91,7 @@ def resolve_home(home: str | os.PathLike | None = None) -> Path:
     return Path(chosen).expanduser().resolve()
 
 
-def _check_part(key: str, value: str) -> str:
+def partition_part(key: str, value: str) -> str:
     value = str(value)
     if not _KEY_VALUE.match(key) or not _KEY_VALUE.match(value) or value in (".", ".."):
         raise ValueError(f"partition {key}={value!r}: use letters, digits, '_', '-', '.' only")
@@ -157,7 +157,7 @@ class Lake:
     def partition_dir(self, table: str, partition: Mapping[str, Any]) -> Path:
         path = self.table_dir(table)
         for key, value in partition.items():
-            path = path / _check_part(key, value)
+            path = path / partition_part(key, value)
         return path
 
     def location(self, table: str, partition: Mapping[str, Any] | None = None) -> str:
@@ -312,7 +312,7 @@ class Lake:
 
         The views name the files committed when it was made; a long-lived connection can meet a
         file replaced since (prefer :meth:`sql`, which retries)."""
-        return _connect(self.views())
+        return connect_views(self.views())
 
     def sql(self, query: str) -> pl.DataFrame:
         """Run ``query`` over the lake's views; a statement without rows gives an empty frame.
@@ -329,7 +329,7 @@ class Lake:
             views = {v: f for v, f in views.items() if v in named} if named else views
             con = None
             try:
-                con = _connect(views)  # binding a view checks its files exist: a file can go here too
+                con = connect_views(views)  # binding a view checks its files exist: a file can go here too
                 relation = con.sql(query)  # duckdb 2.x: execute() returns the connection, sql() a relation
                 frame = relation.pl() if relation is not None else pl.DataFrame()
             except duckdb.IOException as exc:
@@ -355,7 +355,7 @@ class Lake:
         base = self.table_dir(table)
         versions = _list_versions(table, base, must_exist=False, identify=identify)
         if where:
-            required = {_check_part(k, v) for k, v in where.items()}
+            required = {partition_part(k, v) for k, v in where.items()}
             versions = [v for v in versions if required.issubset(v.folder.relative_to(base).parts)]
         return versions
 
@@ -439,7 +439,7 @@ def _view_files(versions: Iterable[_Version]) -> dict[str, list[Path]]:
     return {name: sorted(files) for name, files in sorted(views.items())}
 
 
-def _connect(views: Mapping[str, list[Path]]):
+def connect_views(views: Mapping[str, list[Path]]):
     import duckdb
 
     con = duckdb.connect(":memory:")

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=None, help="also write the result JSON to this file (rank 0)")
     args = parser.parse_args(argv)
 
-    from pipelines.settings import open_lake
+    from storage.deployment import open_lake
     from training.config import parse_config, recipe_path
     from training.trainer import train
 

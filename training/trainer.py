@@ -687,7 +687,7 @@ class GRPOTrainer:
     def _observe(self, step: int, picks, rollouts: list[Rollout], mixture) -> None:
         """Every group's passes, from every rank, into the mixture's pass-rate estimates: each group is
         ``num_generations`` fresh samples of the current policy on its item (online learnability)."""
-        from evaluation.sweep import PASS_SCORE
+        from domains.base import PASS_SCORE
 
         if mixture.tracker is None:
             return

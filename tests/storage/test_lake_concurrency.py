@@ -335,7 +335,7 @@ def test_a_query_over_two_files_of_a_batch_swapped_meanwhile_runs_again(assay_ho
     part = {"domain": "a", "batch": "b"}
     lake.write_batch("ingest", part, {"samples": pl.DataFrame({"v": [1, 1]}), "quarantine": pl.DataFrame({"v": [1]})})
     bound: list[list[str]] = []
-    real_connect = lake_module._connect
+    real_connect = lake_module.connect_views
 
     def connect_then_replace(views):
         con = real_connect(views)
@@ -345,7 +345,7 @@ def test_a_query_over_two_files_of_a_batch_swapped_meanwhile_runs_again(assay_ho
         bound.append(sorted(views))
         return con
 
-    monkeypatch.setattr(lake_module, "_connect", connect_then_replace)
+    monkeypatch.setattr(lake_module, "connect_views", connect_then_replace)
     both = lake.sql("select (select sum(v) from samples) as s, (select sum(v) from quarantine) as q")
     assert both.to_dicts() == [{"s": 4, "q": 2}]
     assert bound == [["quarantine", "samples"]] * 2, "the first answer was dropped: its batch changed"

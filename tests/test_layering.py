@@ -1,0 +1,36 @@
+"""The import rules of ARCHITECTURE.md, as import-linter contracts (pyproject.toml), hold.
+
+The second test proves the check can fail: the packages copied elsewhere with one upward import
+added (storage importing training) must break the layers contract.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("storage", "sandbox", "domains", "quality", "training", "evaluation", "assets", "pipelines", "ui")
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_the_import_contracts_hold():
+    done = _lint(ROOT)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout and "Stages import downward" in done.stdout
+
+
+def test_an_upward_import_breaks_the_layers_contract(tmp_path):
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "storage" / "upward.py").write_text("def probe():\n    from training import trainer  # lazy, still an import\n")
+    done = _lint(tmp_path)
+    assert done.returncode != 0
+    assert "storage.upward -> training.trainer" in done.stdout, done.stdout[-4000:]
