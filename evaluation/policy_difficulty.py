@@ -25,16 +25,16 @@ from datetime import datetime, timezone
 
 import polars as pl
 
+from evaluation.pass_rate_config import PassRateConfig
+# the stored measurement's readers live with the gates that consume them (quality never imports
+# evaluation); re-exported here, where the measurement is written
+from quality.difficulty_measurements import (TABLE, DifficultyNotMeasured, current_difficulty,  # noqa: F401
+                                             measured_settings)
 from quality.difficulty_settings import DifficultySettings
 from storage import tables
 from storage.lake import Lake
 
-TABLE = "policy_difficulty"
 HISTOGRAM_BINS = 10
-
-
-class DifficultyNotMeasured(RuntimeError):
-    """The gate needs pass rates that the domain's current measurement does not hold."""
 
 
 @dataclass
@@ -82,6 +82,12 @@ def admitted_train_rows(lake: Lake, domain: str) -> pl.DataFrame:
     return frame.unique(subset=["id"], keep="last", maintain_order=True).sort("id")
 
 
+def pass_rate_config_of(settings: DifficultySettings) -> PassRateConfig:
+    """The pass-rate measurement the difficulty settings ask for (K samples, tokens, temperature)."""
+    return PassRateConfig(samples=settings.samples, max_new_tokens=settings.max_new_tokens,
+                          temperature=settings.temperature, progress=False)
+
+
 def resolve_policy_ref(settings: DifficultySettings, tracking_uri: str, recipe: str) -> str:
     """The policy reference to measure with: the named one, else the champion, else ``base-<recipe>``."""
     from storage.tracking import current_champion
@@ -110,7 +116,7 @@ def measure_domain_difficulty(lake: Lake, tracking_uri: str, domain, settings: D
         ref = resolve_policy_ref(settings, tracking_uri, recipe)
         items = [{"id": r["id"], "prompt": r["prompt"], "answer": r["answer"],
                   "metadata": json.loads(r["metadata"]) if r["metadata"] else {}} for r in rows.iter_rows(named=True)]
-        rates = policy_pass_rates(lake, tracking_uri, ref, domain, items, config=settings.pass_rate_config(),
+        rates = policy_pass_rates(lake, tracking_uri, ref, domain, items, config=pass_rate_config_of(settings),
                                   backend=settings.backend or backend, dtype=dtype, log=log)
         frame = rates.items.select("id", "samples", "passes", "pass_rate", "verdict").with_columns(
             pl.lit(rates.checkpoint).alias("checkpoint"), pl.lit(rates.gen_config).alias("gen_config"))
@@ -123,16 +129,3 @@ def measure_domain_difficulty(lake: Lake, tracking_uri: str, domain, settings: D
     lake.write_batch(TABLE, {"domain": domain.name}, {"part": result.rows})
     result.seconds = time.perf_counter() - started
     return result
-
-
-def current_difficulty(lake: Lake, domain: str) -> pl.DataFrame | None:
-    """The domain's latest ``policy_difficulty`` rows, or None when it was never measured."""
-    frame = lake.read(TABLE, where={"domain": domain})
-    return tables.conform(frame, tables.POLICY_DIFFICULTY) if frame.height else None
-
-
-def measured_settings(frame: pl.DataFrame | None) -> DifficultySettings | None:
-    """The settings a ``policy_difficulty`` frame was measured with."""
-    if frame is None or not frame.height:
-        return None
-    return DifficultySettings(**json.loads(frame["settings"][0]))

@@ -164,9 +164,9 @@ def selftest_outcomes(domain: Any, n: int) -> list[ExpectationOutcome]:
 
 def _difficulty_source(lake: Lake, domain: str) -> tuple[pl.DataFrame | None, dict]:
     """(policy rates or None, how the gate estimates difficulty) from the domain's current
-    ``policy_difficulty`` measurement (:mod:`evaluation.policy_difficulty`); without one, the
+    ``policy_difficulty`` measurement (written by :mod:`evaluation.policy_difficulty`, read through :mod:`quality.difficulty_measurements`); without one, the
     heuristic, said so."""
-    from evaluation.policy_difficulty import current_difficulty, measured_settings
+    from quality.difficulty_measurements import current_difficulty, measured_settings
 
     current = current_difficulty(lake, domain)
     settings = measured_settings(current)
@@ -230,7 +230,7 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None,
     try:
         diff = estimate_difficulty(domain, train, band, policy_rates=policy_rates)
     except KeyError as exc:
-        from evaluation.policy_difficulty import DifficultyNotMeasured
+        from quality.difficulty_measurements import DifficultyNotMeasured
 
         raise DifficultyNotMeasured(
             f"domain {domain.name!r}: {exc.args[0]} under {estimate['described']}; materialize policy_pass_rates "

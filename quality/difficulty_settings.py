@@ -50,13 +50,6 @@ class DifficultySettings(BaseModel):
                              "of one greedy completion (all pass or all fail): raise the temperature or set samples=1")
         return self
 
-    def pass_rate_config(self):
-        """The :class:`evaluation.pass_rate_config.PassRateConfig` these settings measure with."""
-        from evaluation.pass_rate_config import PassRateConfig
-
-        return PassRateConfig(samples=self.samples, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                              progress=False)
-
     def describe(self, checkpoint: str | None = None) -> str:
         """One line for reports: which estimate, on which policy."""
         if self.estimate == "heuristic":
