@@ -33,11 +33,11 @@ import warnings
 import dagster as dg
 
 from domains import get_registry
-from pipelines.config_bridge import dagster_config
-from pipelines.instance import POOL_SWEEP
-from pipelines.k8s import k8s_op_tags
-from pipelines.partitions import domain_partitions
-from pipelines.resources import LakeResource, MlflowResource, PolicyResource
+from assets.config_bridge import dagster_config
+from assets.pools import POOL_SWEEP
+from assets.k8s import k8s_op_tags
+from assets.partitions import domain_partitions
+from assets.resources import LakeResource, MlflowResource, PolicyResource
 from quality.difficulty_settings import DifficultySettings
 
 NO_CHAMPION = "none"
@@ -86,7 +86,7 @@ def _metadata(summary: dict) -> dict:
     deps=["domain_samples", champion.key],
     kinds={"torch", "polars", "parquet"},
     pool=POOL_SWEEP,  # it generates: limited like sweeps
-    op_tags=k8s_op_tags(POOL_SWEEP),  # GPU pod on the cluster profile (pipelines.k8s)
+    op_tags=k8s_op_tags(POOL_SWEEP),  # GPU pod on the cluster profile (assets.k8s)
     description="Pass rate of the difficulty policy (default: the champion, else the base policy) over K samples "
                 "on each admitted train row of the domain (cached per policy, item, K, generation config), or the "
                 "heuristic when configured; what the difficulty gate and the train set read "

@@ -1,6 +1,6 @@
 """Evaluation stage: one benchmark sweep per checkpoint partition, every domain, model loaded once.
 
-``checkpoint_sweep`` (partitioned by ``pipelines.partitions.checkpoint_partitions``) calls
+``checkpoint_sweep`` (partitioned by ``assets.partitions.checkpoint_partitions``) calls
 :func:`evaluation.sweep.sweep_checkpoint`: K samples per eval item, scored by each domain's scorer,
 cached per (checkpoint, item, sample, generation config) in lake table ``results`` so a re-run or
 a resumed run only generates what is missing; one ``sweep_summary`` row per domain; an MLflow run
@@ -15,11 +15,11 @@ from pydantic import Field
 from domains import get_registry
 from domains.registry import ON_REQUEST_TAGS
 from evaluation.sweep_config import SweepConfig
-from pipelines.config_bridge import dagster_config
-from pipelines.instance import POOL_SWEEP
-from pipelines.k8s import k8s_op_tags
-from pipelines.partitions import checkpoint_partitions
-from pipelines.resources import LakeResource, MlflowResource, PolicyResource
+from assets.config_bridge import dagster_config
+from assets.pools import POOL_SWEEP
+from assets.k8s import k8s_op_tags
+from assets.partitions import checkpoint_partitions
+from assets.resources import LakeResource, MlflowResource, PolicyResource
 from storage.markdown import markdown_table
 
 
@@ -53,7 +53,7 @@ def _summary_table(domains: list[dict]) -> str:
     group_name="evaluation",
     kinds={"torch", "parquet", "mlflow"},
     pool=POOL_SWEEP,  # sweeps limited by cores across all runs (pipelines.instance)
-    op_tags=k8s_op_tags(POOL_SWEEP),  # GPU pod on the cluster profile (pipelines.k8s)
+    op_tags=k8s_op_tags(POOL_SWEEP),  # GPU pod on the cluster profile (assets.k8s)
     description="Benchmark sweep of one checkpoint on every domain's eval items (K samples per item, "
                 "cached per item; resumable), with per-domain mean, pass@k, clustered SE and 95% CI.",
 )

@@ -3,11 +3,11 @@
 import dagster as dg
 
 from domains import get_registry
-from pipelines.config_bridge import dagster_config
-from pipelines.instance import POOL_INGEST
-from pipelines.k8s import k8s_op_tags
-from pipelines.partitions import domain_partitions
-from pipelines.resources import LakeResource
+from assets.config_bridge import dagster_config
+from assets.pools import POOL_INGEST
+from assets.k8s import k8s_op_tags
+from assets.partitions import domain_partitions
+from assets.resources import LakeResource
 from quality.ingest import IngestSettings, ingest_generated
 from storage.markdown import markdown_table
 from training.policy import policy_token_counter
@@ -21,7 +21,7 @@ IngestConfig = dagster_config(IngestSettings, name="IngestConfig")
     group_name="ingest",
     kinds={"parquet", "polars"},
     pool=POOL_INGEST,
-    op_tags=k8s_op_tags(POOL_INGEST),  # CPU-only pod on the cluster profile (pipelines.k8s)
+    op_tags=k8s_op_tags(POOL_INGEST),  # CPU-only pod on the cluster profile (assets.k8s)
     description="A domain's generated samples (train + eval) after the row gates; quarantined "
                 "rows are kept with their reasons.",
 )

@@ -20,11 +20,11 @@ a domain whose latest gates failed has no train set until a later evaluation pas
 import dagster as dg
 
 from domains import get_registry
-from pipelines.config_bridge import dagster_config
-from pipelines.instance import POOL_INGEST
-from pipelines.k8s import k8s_op_tags
-from pipelines.partitions import domain_partitions
-from pipelines.resources import LakeResource, MlflowResource
+from assets.config_bridge import dagster_config
+from assets.pools import POOL_INGEST
+from assets.k8s import k8s_op_tags
+from assets.partitions import domain_partitions
+from assets.resources import LakeResource, MlflowResource
 from quality.batch_gates import GateSettings, TrainSetError, evaluate_batch_gates, write_train_set
 from quality.expectations import ExpectationOutcome, combined_advice, gate_severity, outcomes_markdown
 
@@ -58,7 +58,7 @@ def _check_result(gate: str, gate_outcomes: list[ExpectationOutcome], extra: dic
     deps=["domain_samples", "policy_pass_rates"],
     kinds={"great_expectations", "parquet"},
     pool=POOL_INGEST,
-    op_tags=k8s_op_tags(POOL_INGEST),  # CPU-only pod on the cluster profile (pipelines.k8s)
+    op_tags=k8s_op_tags(POOL_INGEST),  # CPU-only pod on the cluster profile (assets.k8s)
     check_specs=[dg.AssetCheckSpec(name, asset="gated_samples", blocking=True,
                                    description=f"{gate} gate (blocking: a critical failure stops training on the domain)")
                  for gate, name in GATE_CHECKS.items()],

@@ -23,9 +23,9 @@ import dagster as dg
 
 from domains import get_registry
 from evaluation.promotion_policy import PromotionSettings
-from pipelines.config_bridge import dagster_config
-from pipelines.partitions import checkpoint_partitions
-from pipelines.resources import LakeResource, MlflowResource
+from assets.config_bridge import dagster_config
+from assets.partitions import checkpoint_partitions
+from assets.resources import LakeResource, MlflowResource
 from storage.markdown import markdown_table
 
 

@@ -15,11 +15,11 @@ run for it at once (the sensor would also find it in MLflow).
 
 import dagster as dg
 
-from pipelines.config_bridge import dagster_config
-from pipelines.instance import POOL_TRAINER
-from pipelines.k8s import k8s_op_tags
-from pipelines.partitions import checkpoint_partitions
-from pipelines.resources import LakeResource, MlflowResource, PolicyResource
+from assets.config_bridge import dagster_config
+from assets.pools import POOL_TRAINER
+from assets.k8s import k8s_op_tags
+from assets.partitions import checkpoint_partitions
+from assets.resources import LakeResource, MlflowResource, PolicyResource
 from storage.markdown import markdown_table
 from training.config import TrainRequest
 from training.launch import TrainingProcessError, train_in_subprocess
@@ -41,7 +41,7 @@ def _history_table(history: list[dict]) -> str:
     deps=["domain_train_set"],
     kinds={"deepspeed", "torch", "mlflow"},
     pool=POOL_TRAINER,  # one GRPO run at a time across all runs (pipelines.instance)
-    op_tags=k8s_op_tags(POOL_TRAINER),  # GPU pod on the cluster profile (pipelines.k8s)
+    op_tags=k8s_op_tags(POOL_TRAINER),  # GPU pod on the cluster profile (assets.k8s)
     description="GRPO (DeepSpeed, KL to the frozen reference) on the gated train sets of the chosen "
                 "domains; registers the checkpoint in MLflow and as a checkpoint partition.",
 )

@@ -14,11 +14,11 @@ from pydantic import Field
 
 from domains import get_registry
 from evaluation.variant_config import VariantConfig
-from pipelines.config_bridge import dagster_config
-from pipelines.instance import POOL_SWEEP
-from pipelines.k8s import k8s_op_tags
-from pipelines.partitions import checkpoint_partitions
-from pipelines.resources import LakeResource, MlflowResource
+from assets.config_bridge import dagster_config
+from assets.pools import POOL_SWEEP
+from assets.k8s import k8s_op_tags
+from assets.partitions import checkpoint_partitions
+from assets.resources import LakeResource, MlflowResource
 from storage.markdown import markdown_table
 
 
@@ -44,7 +44,7 @@ def _domains_table(rows: list[dict]) -> str:
     group_name="variants",
     kinds={"torch", "parquet", "mlflow"},
     pool=POOL_SWEEP,  # it sweeps: same core budget as the sweeps
-    op_tags=k8s_op_tags(POOL_SWEEP),  # GPU pod on the cluster profile (pipelines.k8s)
+    op_tags=k8s_op_tags(POOL_SWEEP),  # GPU pod on the cluster profile (assets.k8s)
     check_specs=[dg.AssetCheckSpec("variant_equivalent", asset="fast_variant",
                                    description="Every domain shown non-inferior to the checkpoint at the margin; "
                                                "WARN when a domain is inferior, underpowered or not comparable.")],

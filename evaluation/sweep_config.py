@@ -2,7 +2,7 @@
 
 The model is the one place its knobs are described: ``assay sweep``'s flags
 (:mod:`pipelines.config_flags`) and the ``checkpoint_sweep`` asset's launchpad config
-(:mod:`pipelines.config_bridge`) are built from these fields, their defaults and descriptions.
+(:mod:`assets.config_bridge`) are built from these fields, their defaults and descriptions.
 It lives apart from :mod:`evaluation.sweep` (numpy, polars) so ``assay sweep --help`` stays instant.
 """
 

@@ -1,5 +1,5 @@
 """Dagster wiring and the CLI: :mod:`pipelines.definitions` (the one ``Definitions``),
-:mod:`pipelines.resources` (the one place resources are chosen), partitions, jobs, sensors,
+:mod:`assets.resources` (the one place resources are chosen), partitions, jobs, sensors,
 schedules, the instance's run queue and pools (:mod:`pipelines.instance`), config derivation
-(:mod:`pipelines.config_bridge`, :mod:`pipelines.config_flags`) and the ``assay`` CLI
+(:mod:`assets.config_bridge`, :mod:`pipelines.config_flags`) and the ``assay`` CLI
 (:mod:`pipelines.cli`, :mod:`pipelines.commands`)."""

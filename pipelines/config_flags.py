@@ -1,7 +1,7 @@
 """Command-line flags built from a configuration model, so a knob's help text lives in one place.
 
 Every user-settable knob in Assay is a field of a pydantic model with ``Field(default,
-description=...)`` (:mod:`pipelines.config_bridge` says why and how Dagster configs are derived
+description=...)`` (:mod:`assets.config_bridge` says why and how Dagster configs are derived
 from the same models). A command that exposes such a model adds its flags with
 :func:`add_model_flags` (flag ``--max-new-tokens`` for field ``max_new_tokens``, help = the
 field's description plus its default, ``choices`` from a ``Literal``) and builds the model from the
@@ -19,6 +19,8 @@ import types
 from typing import Any, Iterable, Literal, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+
+from assets.config_problems import problems  # noqa: F401 (re-exported: pipelines.config_flags.problems)
 
 
 def flag_name(field: str) -> str:
@@ -75,16 +77,6 @@ def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], *, 
                             "it a plain type (int, float, str, bool, a Literal or a list of those)")
         parser.add_argument(flag_name(name), **options)
     return names
-
-
-def problems(exc: ValidationError, *, label=lambda field: field) -> str:
-    """A validation error as one line: ``<label> <value>: <the model's message>`` per problem."""
-    parts = []
-    for error in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")
-        parts.append(f"{label(loc)} {error.get('input')!r}: {message}" if loc else message)
-    return "; ".join(parts)
 
 
 def model_from_args(model: type[BaseModel], args: argparse.Namespace, **values: Any) -> BaseModel:

@@ -30,10 +30,7 @@ from typing import Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-POOL_TRAINER = "trainer"
-POOL_SWEEP = "sweep"
-POOL_INGEST = "ingest"
-POOLS = (POOL_TRAINER, POOL_SWEEP, POOL_INGEST)
+from assets.pools import POOL_INGEST, POOL_SWEEP, POOL_TRAINER, POOLS  # noqa: E402,F401 (the names; limits here)
 
 MANAGED_MARKER = "# assay-managed: v2"
 # What Assay wrote before it configured concurrency: upgraded in place.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from pipelines.partitions import checkpoint_partitions, domain_partitions
+from assets.partitions import checkpoint_partitions, domain_partitions
 
 ingest_job = dg.define_asset_job(
     "ingest_job", selection=dg.AssetSelection.groups("ingest"), partitions_def=domain_partitions,

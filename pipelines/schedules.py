@@ -14,8 +14,8 @@ import datetime as dt
 import dagster as dg
 
 from pipelines.jobs import checkpoint_sweep_job
-from pipelines.partitions import checkpoint_partitions
-from pipelines.resources import LakeResource, MlflowResource, PolicyResource
+from assets.partitions import checkpoint_partitions
+from assets.resources import LakeResource, MlflowResource, PolicyResource
 
 
 def nightly_targets(lake: LakeResource, mlflow: MlflowResource) -> list[str]:

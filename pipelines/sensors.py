@@ -21,8 +21,8 @@ from __future__ import annotations
 import dagster as dg
 
 from pipelines.jobs import checkpoint_evaluation_job, difficulty_refresh_job, fast_variant_job
-from pipelines.partitions import checkpoint_partitions, domain_partitions
-from pipelines.resources import LakeResource, MlflowResource
+from assets.partitions import checkpoint_partitions, domain_partitions
+from assets.resources import LakeResource, MlflowResource
 
 
 def registered_checkpoints(mlflow: MlflowResource, after_version: int = 0) -> list[tuple[int, str]]:

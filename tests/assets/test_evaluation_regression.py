@@ -48,7 +48,7 @@ def env(assay_home, tmp_path, tiny_built, monkeypatch):
 
 
 def _materialize(assets, key, instance, home, run_config=None):
-    from pipelines.resources import default_resources
+    from assets.resources import default_resources
 
     return dg.materialize(assets, partition_key=key, instance=instance, resources=default_resources(str(home)),
                           run_config=run_config or {}, raise_on_error=False)
@@ -114,7 +114,7 @@ def test_sensor_sweep_report_promotion_and_schedule(env, assay_home):
 def _run_everything(lake, instance, assay_home):
     from assets.evaluation import checkpoint_sweep
     from assets.regression import champion_promotion, regression_report
-    from pipelines.resources import default_resources
+    from assets.resources import default_resources
     from pipelines.schedules import nightly_sweep_schedule
     from pipelines.sensors import new_checkpoint_sensor
     from storage.tracking import current_champion

@@ -17,7 +17,7 @@ def test_a_long_context_partition_is_ingested_gated_and_becomes_a_train_set(assa
     from assets.quality import domain_train_set, gated_samples
     from domains import get_registry
     from domains.registry import Registry
-    from pipelines.resources import default_resources
+    from assets.resources import default_resources
     from quality.normalize import estimate_tokens
     from storage.lake import Lake
 

@@ -54,7 +54,7 @@ def _reload():
     out = {}
     # everything that holds a job object is reloaded with the jobs, or a later Definitions meets two
     # different 'checkpoint_sweep_job's (schedules kept the old one)
-    for name in ("pipelines.partitions", "assets.ingest", "assets.difficulty", "assets.quality", "pipelines.jobs",
+    for name in ("assets.partitions", "assets.ingest", "assets.difficulty", "assets.quality", "pipelines.jobs",
                  "pipelines.sensors", "pipelines.schedules"):
         out[name] = importlib.reload(sys.modules[name]) if name in sys.modules else importlib.import_module(name)
     if "pipelines.definitions" in sys.modules:
@@ -84,7 +84,7 @@ def env(tiny_home, tmp_path, monkeypatch):
 
 
 def _resources(home):
-    from pipelines.resources import PolicyResource, default_resources
+    from assets.resources import PolicyResource, default_resources
 
     return {**default_resources(str(home)), "policy": PolicyResource(dtype="float32")}
 

@@ -14,7 +14,7 @@ from tests.assets.test_evaluation_regression import SWEEP_CONFIG, env, tiny_buil
 @pytest.mark.slow
 def test_the_policy_resources_backend_drives_the_sweep_asset_and_the_nightly_schedule(env, assay_home):  # noqa: F811
     from assets.evaluation import checkpoint_sweep
-    from pipelines.resources import PolicyResource, default_resources
+    from assets.resources import PolicyResource, default_resources
     from pipelines.schedules import nightly_sweep_schedule
     from training.vllm_engine import vllm_installed
 

@@ -36,7 +36,7 @@ def env(tiny_home, tiny_checkpoint, tmp_path, monkeypatch):
 
 def test_fast_variant_materializes_a_refusal_with_its_evidence(env, tiny_home):
     from assets.variants import fast_variant
-    from pipelines.resources import default_resources
+    from assets.resources import default_resources
     from pipelines.sensors import new_checkpoint_sensor
 
     lake = env
@@ -63,7 +63,7 @@ def test_fast_variant_materializes_a_refusal_with_its_evidence(env, tiny_home):
 
 def test_champion_fast_variant_sensor_requests_the_new_champion(env, tiny_home):
     from evaluation.promotion import PromotionDecision, apply_promotion
-    from pipelines.resources import default_resources
+    from assets.resources import default_resources
     from pipelines.sensors import champion_fast_variant_sensor
 
     lake = env

@@ -3,7 +3,7 @@
 - deploy/helm/values.yaml sets only keys of the Dagster chart's schema (tests/deploy/chart.py), and
   the dagster.yaml the chart renders from it passes Dagster's own config schemas: the instance
   schema, ``K8sRunLauncher``, ``QueuedRunCoordinator`` and dagster-postgres's storage;
-- the pool op tags (pipelines/k8s.py) parse with dagster-k8s, and the real Definitions carry them;
+- the pool op tags (assets/k8s.py) parse with dagster-k8s, and the real Definitions carry them;
 - deploy/Dockerfile serves the module that workspace.yaml loads;
 - and mutated files fail the same checks, so the checks can fail.
 """
@@ -25,7 +25,7 @@ import yaml
 from pydantic import ValidationError
 
 from pipelines.instance import POOL_INGEST, POOL_SWEEP, POOL_TRAINER, POOLS, ConcurrencySettings, dagster_yaml
-from pipelines.k8s import GPU_RESOURCE, K8S_CONFIG_TAG, k8s_config, k8s_op_tags
+from assets.k8s import GPU_RESOURCE, K8S_CONFIG_TAG, k8s_config, k8s_op_tags
 from tests.conftest import REPO
 from tests.deploy.chart import ChartValues, render_instance
 
@@ -196,7 +196,7 @@ def test_unknown_pool_is_refused():
 
 
 def test_step_executor_is_dagster_k8s_job_executor():
-    from pipelines.k8s import k8s_step_executor
+    from assets.k8s import k8s_step_executor
 
     assert k8s_step_executor() is dagster_k8s.k8s_job_executor
 

@@ -1,4 +1,4 @@
-"""Dagster configs are derived from the library's models (pipelines.config_bridge), not copied:
+"""Dagster configs are derived from the library's models (assets.config_bridge), not copied:
 the launchpad shows the library's names, defaults and descriptions, and rejects what the
 library rejects, with the library's message."""
 
@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evaluation.sweep_config import SweepConfig
-from pipelines.config_bridge import DerivedConfig, dagster_config
+from assets.config_bridge import DerivedConfig, dagster_config
 from pipelines.config_flags import problems
 
 
@@ -36,7 +36,7 @@ def hand_written_configs(namespaces) -> list[str]:
             if not (isinstance(value, type) and issubclass(value, dg.Config)) or value in (dg.Config, DerivedConfig):
                 continue
             if issubclass(value, dg.ConfigurableResource):
-                continue  # resources are chosen in pipelines.resources, not per run
+                continue  # resources are chosen in assets.resources, not per run
             if not issubclass(value, DerivedConfig):
                 found.append(f"{module.__name__}.{name}: hand-written dg.Config (derive it with dagster_config)")
             for field, info in value.model_fields.items():
@@ -117,7 +117,7 @@ def _library_message(model, **values) -> str:
 
 def test_a_bad_launchpad_value_fails_with_the_library_message(assay_home):
     from assets.evaluation import checkpoint_sweep
-    from pipelines.resources import default_resources
+    from assets.resources import default_resources
 
     expected = _library_message(SweepConfig, batch_items=0)
     assert "batch_items must be a positive integer" in expected

@@ -26,7 +26,7 @@ def test_definitions_load_without_heavy_imports(assay_home, tmp_path):
         "import sys, pipelines.definitions as d\n"
         "keys = {k.to_user_string() for k in d.defs.resolve_asset_graph().get_all_asset_keys()}\n"
         "print(sorted(keys))\n"
-        "from pipelines.partitions import domain_partitions\n"
+        "from assets.partitions import domain_partitions\n"
         "print('unit_convert' in domain_partitions.get_partition_keys())\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
     )
@@ -54,10 +54,10 @@ def test_domain_partition_materializes_with_metadata(assay_home, tmp_path, monke
     import importlib
 
     import assets.ingest
-    import pipelines.partitions
-    from pipelines.resources import default_resources
+    import assets.partitions
+    from assets.resources import default_resources
 
-    importlib.reload(pipelines.partitions)
+    importlib.reload(assets.partitions)
     importlib.reload(assets.ingest)
     with dg.instance_for_test() as instance:  # an instance of its own, never a stale ambient one
         result = dg.materialize(

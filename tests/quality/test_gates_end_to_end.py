@@ -86,7 +86,7 @@ def test_failing_gate_blocks_only_its_domains_train_set(assay_home, tmp_path, mo
     domain_samples, gated_samples, domain_train_set = (
         modules["assets.ingest"].domain_samples, modules["assets.quality"].gated_samples,
         modules["assets.quality"].domain_train_set)
-    from pipelines.resources import default_resources
+    from assets.resources import default_resources
     from storage.lake import Lake
 
     resources = default_resources(str(assay_home))
@@ -150,7 +150,7 @@ def _reload_partitioned_modules():
     import sys
 
     out = {}
-    for name in ("pipelines.partitions", "assets.ingest", "assets.quality"):
+    for name in ("assets.partitions", "assets.ingest", "assets.quality"):
         out[name] = importlib.reload(sys.modules[name]) if name in sys.modules else importlib.import_module(name)
     return out
 
@@ -165,7 +165,7 @@ def _restore_partitions():
     from domains import get_registry
 
     get_registry(os.environ.get("ASSAY_DOMAINS_PATH"), reload=True)
-    if "pipelines.partitions" in sys.modules:  # later tests see the registry they expect
+    if "assets.partitions" in sys.modules:  # later tests see the registry they expect
         _reload_partitioned_modules()
         importlib.invalidate_caches()
 

@@ -27,7 +27,7 @@ def _via_tracking(uri: str, artifacts: str) -> str:
 
 
 def _via_resource(uri: str, artifacts: str) -> str:
-    from pipelines.resources import MlflowResource
+    from assets.resources import MlflowResource
 
     return MlflowResource(tracking_uri=uri, artifact_root=artifacts).experiment_id()
 
@@ -71,7 +71,7 @@ def _create_in_process(uris: list[str], artifacts: str, barrier, out) -> None:
     resource every Dagster run uses (two runs starting at once on a new ASSAY_HOME)."""
     from mlflow.tracking import MlflowClient
 
-    from pipelines.resources import MlflowResource
+    from assets.resources import MlflowResource
 
     for uri in uris:
         MlflowClient(tracking_uri=uri).search_experiments()

@@ -33,7 +33,7 @@ def _write_train_set(home, domain: str, n: int = 16, evaluation: str = "e1",
 
 def _materialize(home, run_config: dict, instance):
     from assets.training import policy_checkpoint
-    from pipelines.resources import default_resources
+    from assets.resources import default_resources
 
     return dg.materialize([policy_checkpoint], resources=default_resources(str(home)), instance=instance,
                           run_config={"ops": {"policy_checkpoint": {"config": run_config}}}, raise_on_error=False)
@@ -126,7 +126,7 @@ def test_a_domain_whose_latest_gates_failed_is_refused_until_a_good_batch_passes
     from assets.quality import domain_train_set, gated_samples
     from assets.training import policy_checkpoint
     from domains import get_registry
-    from pipelines.resources import default_resources
+    from assets.resources import default_resources
     from quality.ingest import ingest_file
 
     domain = get_registry().get("math_arith_easy")  # answer_pattern: an integer

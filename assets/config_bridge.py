@@ -27,7 +27,7 @@ import dagster as dg
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 from pydantic_core import PydanticUndefined
 
-from pipelines.config_flags import problems
+from assets.config_problems import problems
 
 
 class DerivedConfig(dg.Config):

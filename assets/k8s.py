@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.instance import POOL_INGEST, POOL_SWEEP, POOL_TRAINER, POOLS
+from assets.pools import POOL_INGEST, POOL_SWEEP, POOL_TRAINER, POOLS
 
 K8S_CONFIG_TAG = "dagster-k8s/config"  # dagster_k8s.job.USER_DEFINED_K8S_CONFIG_KEY
 GPU_RESOURCE = "nvidia.com/gpu"  # the NVIDIA device plugin's extended resource
