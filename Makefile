@@ -33,7 +33,7 @@ $(VENV)/.installed: pyproject.toml domains/shipped_data.py quality/build_artifac
 	# (the contamination index), so the first ingest does not pay for them
 	$(BIN)/python -m quality.build_artifacts
 	# the default policy (SmolLM2's GGUF -> safetensors, ~25 s) once per machine, not per ASSAY_HOME
-	$(BIN)/python -m training.policy
+	$(BIN)/python -m generation.policy
 	touch $@
 
 system-deps: ## bubblewrap for the sandbox (needs root + apt; otherwise see README)

@@ -96,7 +96,7 @@ def policy_pass_rates(context: dg.AssetExecutionContext, config: DifficultyConfi
                       mlflow: MlflowResource, policy: PolicyResource) -> dg.MaterializeResult:
     from evaluation.pass_rates import PassRateError
     from evaluation.policy_difficulty import measure_domain_difficulty
-    from training.checkpoints import CheckpointError
+    from generation.checkpoints import CheckpointError
 
     domain = get_registry().get(context.partition_key)
     settings = config.to_library()

@@ -10,7 +10,7 @@ from assets.partitions import domain_partitions
 from assets.resources import LakeResource
 from quality.ingest import IngestSettings, ingest_generated
 from storage.markdown import markdown_table
-from training.policy import policy_token_counter
+from generation.policy import policy_token_counter
 
 
 IngestConfig = dagster_config(IngestSettings, name="IngestConfig")

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from storage import tracking
 from storage.lake import Lake, resolve_home
-from training.generation import Backend
+from generation.contract import Backend
 
 
 class LakeResource(dg.ConfigurableResource):
@@ -64,11 +64,11 @@ class PolicyResource(dg.ConfigurableResource):
     recipe: str = Field("tiny", description="training recipe when a run names none: tiny, smollm2 or a YAML path")
     backend: Backend = Field(
         "auto", description="generation engine of sweeps: torch, vllm, or auto (vLLM where it is installed, serves "
-                            "the model and was measured faster; training.generation.resolve_backend)")
+                            "the model and was measured faster; generation.factory.resolve_backend)")
     dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="dtype the engine runs the policy in")
 
     def engine(self, policy_ref: str, home: str | None = None):
-        from training.generation import make_engine
+        from generation.factory import make_engine
 
         return make_engine(policy_ref, backend=self.backend, dtype=self.dtype, home=home)
 

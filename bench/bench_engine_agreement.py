@@ -57,7 +57,8 @@ def _trainer_logprobs(model, prompt_ids: list[int], completion: list[int]) -> li
 def measure(model_ref: str, home: str, prompts: list[str], dtype: str, max_new_tokens: int) -> dict:
     import torch
 
-    from training.generation import SamplingParams, make_engine
+    from generation.contract import SamplingParams
+    from generation.factory import make_engine
 
     torch_engine = make_engine(model_ref, "torch", dtype=dtype, home=home)
     vllm_engine = make_engine(model_ref, "vllm", dtype=dtype, home=home, kv_cache_gib=1.0)

@@ -2,7 +2,7 @@
 same episodes run one at a time, measured in the same run (issue 14).
 
 Both arms run the same tasks (the built-in terminal suite's eval tasks, or ``--suite DIR``) with
-the same policy, engine and greedy decoding, through :func:`training.agent_loop.run_episodes`:
+the same policy, engine and greedy decoding, through :func:`generation.agent_loop.run_episodes`:
 
     pooled      all episodes at once: every turn, one ``generate`` call for the active episodes,
                 then their commands run concurrently in a pool of ``--workers`` sandboxes
@@ -49,7 +49,7 @@ def _commands(results) -> int:
 
 
 def run_arm(arm: str, engine, tasks, params, workers: int):
-    from training.agent_loop import run_episodes
+    from generation.agent_loop import run_episodes
 
     started = time.perf_counter()
     if arm == "pooled":
@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the result here too")
     args = parser.parse_args(argv)
 
-    from training.generation import SamplingParams, make_engine
+    from generation.contract import SamplingParams
+    from generation.factory import make_engine
 
     tasks = eval_tasks(args.suite, args.tasks, args.max_turns)
     home = os.environ.get("ASSAY_HOME", ".assay")

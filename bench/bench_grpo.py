@@ -160,7 +160,8 @@ def run_trl(model_dir: Path, steps: int, use_vllm: bool = False) -> dict:
 def greedy_accuracy(policy: str, items: list[dict], home: Path) -> list[float]:
     """Per-item scores of greedy completions (32 new tokens, bf16) on the domain's eval items."""
     from domains import get_registry
-    from training.generation import SamplingParams, make_engine
+    from generation.contract import SamplingParams
+    from generation.factory import make_engine
 
     domain = get_registry().get(DOMAIN)
     engine = make_engine(policy, dtype="bfloat16", home=str(home), max_batch_size=50)
@@ -255,7 +256,7 @@ def _run(args: argparse.Namespace, out) -> int:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     home = Path(os.environ.get("ASSAY_HOME") or tempfile.mkdtemp(prefix="bench_grpo_"))
     os.environ["ASSAY_HOME"] = str(home)
-    from training.policy import ensure_smollm2
+    from generation.policy import ensure_smollm2
 
     model_dir = ensure_smollm2(home)
     load_start = _load()

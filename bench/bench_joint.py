@@ -156,8 +156,8 @@ def sweep(checkpoint: str, domains, args: argparse.Namespace, log, limit: int) -
     from evaluation.sweep import engine_factory_for, run_sweep
     from evaluation.sweep_config import SweepConfig
     from pipelines.settings import open_lake
-    from training.checkpoints import resolve_checkpoint
-    from training.prompts import prompt_format_of_folder
+    from generation.checkpoints import resolve_checkpoint
+    from generation.prompts import prompt_format_of_folder
 
     lake = open_lake(write=True)
     record = resolve_checkpoint(checkpoint, lake, lake.mlflow_uri)

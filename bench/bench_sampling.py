@@ -1,6 +1,6 @@
 """The cost of per-sample seeds: decoding throughput, and the sampler alone, vs the shared generator.
 
-Each sampled row draws from its own ``torch.Generator`` (``training.generation``): its uniforms
+Each sampled row draws from its own ``torch.Generator`` (``generation.torch_engine``): its uniforms
 for the whole completion are drawn up front and one ``cumsum`` + ``searchsorted`` picks every
 row's token per step. Two measurements, interleaved ``--repeats`` times so load drifts hit both:
 
@@ -33,7 +33,7 @@ def _old_pick(logits, temperature: float, generator):
 
 
 def decode_rates(engine, batch: int, max_new_tokens: int, repeats: int) -> dict[str, list[float]]:
-    from training.generation import SamplingParams
+    from generation.contract import SamplingParams
 
     prompts = [engine.format_prompt(f"Write a few words about the number {i}.") for i in range(batch)]
     modes = {"sampled T=1, seed per sample": SamplingParams(max_new_tokens=max_new_tokens, temperature=1.0, seed=0),
@@ -53,7 +53,8 @@ def decode_rates(engine, batch: int, max_new_tokens: int, repeats: int) -> dict[
 def sampler_costs(batch: int, steps: int, repeats: int) -> dict[str, list[float]]:
     import torch
 
-    from training.generation import SamplingParams, pick_tokens, RowNoise
+    from generation.contract import SamplingParams
+    from generation.torch_engine import pick_tokens, RowNoise
 
     params = SamplingParams(temperature=1.0)
     costs: dict[str, list[float]] = {}
@@ -86,7 +87,7 @@ def main() -> None:
 
     import torch
 
-    from training.generation import make_engine
+    from generation.factory import make_engine
 
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory(prefix="bench_sampling_") as home:

@@ -50,7 +50,8 @@ def generation_throughput(torch_engine, vllm_engine, prompts: list[str], batches
 
     import torch
 
-    from training.generation import SamplingParams, eos_token_ids
+    from generation.contract import SamplingParams
+    from generation.torch_engine import eos_token_ids
 
     model, tok = torch_engine.model, torch_engine.tokenizer
     eos = eos_token_ids(model, tok)
@@ -112,9 +113,9 @@ def main() -> None:
     from domains import get_registry
     from evaluation.sweep import SweepConfig, run_sweep
     from storage.lake import Lake
-    from training.generation import make_engine
-    from training.policy import ensure_smollm2
-    from training.prompts import prompt_format_of_folder
+    from generation.factory import make_engine
+    from generation.policy import ensure_smollm2
+    from generation.prompts import prompt_format_of_folder
 
     torch.manual_seed(0)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))

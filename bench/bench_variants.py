@@ -38,8 +38,8 @@ def _load() -> str:
 
 def _gguf_f32_parent(lake, parent, variant_folder: Path) -> Path:
     """A variant-shaped folder serving the parent's f32 GGUF export on llama.cpp (bench only)."""
-    from training.gguf_export import export_gguf
-    from training.variants import MANIFEST
+    from generation.gguf_export import export_gguf
+    from generation.variants import MANIFEST
 
     folder = Path(lake.home) / "bench" / f"{parent.checkpoint}--gguf-f32"
     if not (folder / MANIFEST).exists():
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     from evaluation.variant_config import VariantConfig
     from evaluation.variants import _measure_one, create_variant, speed_prompts
     from storage.lake import Lake
-    from training.variants import unavailable_reason
+    from generation.variants import unavailable_reason
 
     lake = Lake.at(args.home)
     domains = get_registry().select(args.domains)

@@ -112,7 +112,7 @@ def build_plan(options: argparse.Namespace, facts: Facts, workdir: Path) -> tupl
     no_vllm = None if facts.vllm else ("vllm is not installed: install the project's vllm extra (`make install` "
                                        "on a GPU machine); this check installs nothing")
     planned: list[tuple[str, str, list[str], str | None]] = [  # name, ASSAY_HOME, command, why skipped
-        ("prepare", "shared", [sys.executable, "-c", f"from training.policy import policy_path; "
+        ("prepare", "shared", [sys.executable, "-c", f"from generation.policy import policy_path; "
                                                     f"print(policy_path({policy!r}))"], None)]
     for backend in options.backends:
         if not facts.train_backend_flag and backend == "vllm":

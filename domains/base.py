@@ -82,7 +82,7 @@ class Domain:
       that every task's oracle passes and doing nothing fails).
     - ``episode_task``: ``episode_task(sample) -> Task`` (:mod:`domains.task_folder`) for a domain of
       terminal tasks: sweeps then run each sample as a multi-turn episode of the policy in a
-      sandboxed terminal (:mod:`training.agent_loop`), scored by the task's hidden tests; ``score``
+      sandboxed terminal (:mod:`generation.agent_loop`), scored by the task's hidden tests; ``score``
       stays the single-turn view (the completion run as one script).
     - ``attacks``: ``attacks(sample) -> {family: [completions]}``, the domain's own reward hacks
       (built from the prompt, never the answer), run by ``assay domains attack`` and the self-test

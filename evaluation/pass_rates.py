@@ -109,7 +109,7 @@ def measure_pass_rates(lake: Lake, checkpoint: str, domain, items: Sequence[dict
     """Pass rates of ``checkpoint`` on ``items`` of ``domain`` (K = ``config.samples``), computing
     only the items not cached and writing them as one ``pass_rates`` batch. ``engine_factory()`` is
     called at most once, and only when some item is not cached. ``prompt_format``: the policy's
-    (:func:`training.prompts.prompt_format_of_folder`), part of the generation config. ``params``:
+    (:func:`generation.prompts.prompt_format_of_folder`), part of the generation config. ``params``:
     sampling parameters that replace ``config.sampling(K)`` (a training run's rollout sampling)."""
     from tqdm import tqdm
 
@@ -194,9 +194,9 @@ def policy_pass_rates(lake: Lake, tracking_uri: str, ref: str, domain, items: Se
     """Resolve ``ref`` (checkpoint id | champion | latest | base-<recipe>) and measure its pass rates on
     ``items`` (default: :func:`train_items` up to ``config.limit``). The engine (``backend`` torch,
     vllm or auto) is built only if some item is not cached. Raises
-    :class:`training.checkpoints.CheckpointError` for an unknown policy."""
-    from training.checkpoints import resolve_checkpoint
-    from training.prompts import prompt_format_of_folder
+    :class:`generation.checkpoints.CheckpointError` for an unknown policy."""
+    from generation.checkpoints import resolve_checkpoint
+    from generation.prompts import prompt_format_of_folder
 
     record = resolve_checkpoint(ref, lake, tracking_uri)
     source = "given"
@@ -238,10 +238,10 @@ def measure_for_training(lake: Lake, tracking_uri: str, config, *, registry=None
     the rollouts' dtype. One engine for all domains, closed before training builds its own.
     Nothing to do (``{}``) when the run does not sample by learnability."""
     from domains import get_registry
-    from training.checkpoints import resolve_checkpoint
+    from generation.checkpoints import resolve_checkpoint
     from training.data import load_training_data
     from training.learnability import pass_rate_checkpoint, rollout_sampling, uses_pass_rates
-    from training.prompts import prompt_format_of_folder
+    from generation.prompts import prompt_format_of_folder
 
     if not uses_pass_rates(config):
         return {}

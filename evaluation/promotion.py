@@ -338,7 +338,7 @@ def apply_promotion(lake: Lake, tracking_uri: str, decision: PromotionDecision, 
         if not versions:
             raise PromotionError(f"checkpoint {decision.candidate!r} has no version of registered model "
                                  f"{tracking.REGISTERED_MODEL!r}: register it first "
-                                 "(training.checkpoints.register_checkpoint)")
+                                 "(generation.checkpoints.register_checkpoint)")
         version = versions[-1].version
         previous = tracking.champion_version(tracking_uri)
         tracking.set_champion_alias(tracking_uri, version)

@@ -8,7 +8,7 @@ re-run never loads it) and serves every domain. Per domain:
 2. the cache: rows of lake table ``results`` for (checkpoint, domain, gen_config) already hold some
    (item, sample_idx) pairs; only the missing samples are generated. The generation config is the
    sampling parameters (without n and seed) plus the prompt format (the chat template the engine
-   applies, as a hash, or ``raw``; :func:`training.prompts.prompt_format_of_folder`), stored
+   applies, as a hash, or ``raw``; :func:`generation.prompts.prompt_format_of_folder`), stored
    readable as ``gen_params`` (JSON) and hashed as ``gen_config`` (:func:`generation_config`), so
    raising K adds samples to the cached ones, and changing ``max_new_tokens``, the temperature or
    the chat template starts afresh. Comparisons use ``gen_params`` to compare like with like
@@ -36,9 +36,9 @@ draws, so its means, pass@k and standard errors are unchanged in distribution. A
 ``cluster_id`` comes from its metadata (``cluster_id``, else ``template``); none means the items
 are treated as independent.
 
-Engines (``backend``: torch, vllm or auto, :func:`training.generation.resolve_backend`): the
+Engines (``backend``: torch, vllm or auto, :func:`generation.factory.resolve_backend`): the
 engine is *not* part of the generation config. Both engines format and tokenize prompts through
-:mod:`training.prompts` (same token ids), apply the same sampling parameters, and sample the same
+:mod:`generation.prompts` (same token ids), apply the same sampling parameters, and sample the same
 policy, so their results are draws from the same distribution: a sample cached by one engine
 serves a sweep run with the other, and a regression test may compare a champion swept with torch
 with a candidate swept with vLLM (valid paired statistics). What crossing engines loses is the
@@ -188,22 +188,22 @@ EngineFactory = Callable[[], Any]
 def generation_config(params, prompt_format: str, rope_scaling: str | None = None) -> tuple[str, str]:
     """``(gen_config, gen_params)`` of a sweep: the sampling parameters that shape every sample
     (not ``n``, which batching chooses, nor the seed) and the prompt format, hashed and as JSON.
-    A RoPE scaling (:mod:`training.rope`) changes what the model computes, so it is part of the key
+    A RoPE scaling (:mod:`generation.rope`) changes what the model computes, so it is part of the key
     when set (unset, the key is what it always was)."""
-    from training.learnability import gen_params_of  # one definition of the fields: the trainer reads them back
+    from generation.contract import gen_params_of  # one definition of the fields: the trainer reads them back
 
     return gen_identity(gen_params_of(params, prompt_format, rope_scaling))
 
 
 def check_prompt_format(engine, prompt_format: str) -> None:
     """The cache key must describe what the engine really does to prompts."""
-    from training.prompts import prompt_format_of_engine
+    from generation.prompts import prompt_format_of_engine
 
     actual = prompt_format_of_engine(engine)
     if actual is not None and actual != prompt_format:
         raise SweepError(f"the engine formats prompts as {actual!r} but the sweep was keyed on {prompt_format!r}: "
                          "pass the prompt format of the model folder the engine loads "
-                         "(training.prompts.prompt_format_of_folder)")
+                         "(generation.prompts.prompt_format_of_folder)")
 
 
 def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: EngineFactory,
@@ -212,11 +212,11 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
     """Sweep ``checkpoint`` on ``domains`` (``Domain`` objects); writes ``results`` batches and one
     ``sweep_summary`` row per domain. ``engine_factory()`` builds the generation engine; it is
     called at most once, and only if some sample is not cached. ``prompt_format`` (see
-    :func:`training.prompts.prompt_format_of_folder`) is part of the cache key; None asks the
+    :func:`generation.prompts.prompt_format_of_folder`) is part of the cache key; None asks the
     engine, which then has to be built first even when everything is cached."""
     from tqdm import tqdm
 
-    from training.prompts import prompt_format_of_engine
+    from generation.prompts import prompt_format_of_engine
 
     log = log or (lambda message: None)
     started = time.perf_counter()
@@ -226,7 +226,7 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
         prompt_format = prompt_format_of_engine(engine)
         if prompt_format is None:
             raise SweepError("the engine does not say how it formats prompts: pass prompt_format= "
-                             "(training.prompts.prompt_format_of_folder(model folder), or 'raw')")
+                             "(generation.prompts.prompt_format_of_folder(model folder), or 'raw')")
     plans = []
     for domain in domains:
         k = config.samples or domain.eval_samples_per_item
@@ -296,17 +296,17 @@ def engine_identity(engine) -> str:
 def sample_seed(seed: int, domain: str, item_id: str, sample_idx: int, gen_config: str) -> int:
     """The seed of one sample: a stable hash of what the sample *is*, not of where or when it ran.
     The same for every checkpoint (common random numbers, see the module docstring)."""
-    from training.generation import derive_seed
+    from generation.contract import derive_seed
 
     return derive_seed("assay.sweep", seed, domain, item_id, sample_idx, gen_config)
 
 
 def episode_format(domain, prompt_format: str) -> str:
     """The prompt format a domain's samples are generated under: a terminal domain's episodes add
-    the agent protocol (:data:`training.agent_loop.PROTOCOL`), so changing it is another cache key."""
+    the agent protocol (:data:`generation.agent_loop.PROTOCOL`), so changing it is another cache key."""
     if getattr(domain, "episode_task", None) is None:
         return prompt_format
-    from training.agent_loop import PROTOCOL
+    from generation.agent_loop import PROTOCOL
 
     return f"{prompt_format}+{PROTOCOL}"
 
@@ -318,7 +318,7 @@ def run_episode_samples(engine, domain, chunk: list[tuple[dict, list[int]]], par
     the episode's transcript as JSON (every turn: assistant text, command, output, exit code, timing)."""
     import json
 
-    from training.agent_loop import run_episodes
+    from generation.agent_loop import run_episodes
 
     plan = [(item, s) for item, missing in chunk for s in missing]
     tasks = [domain.episode_task(item) for item, _ in plan]
@@ -479,10 +479,10 @@ def engine_factory_for(model_dir, lake: Lake, *, backend: str, dtype: str,
     (:func:`vllm_length_for`) unless ``max_model_len`` is given."""
 
     def factory():
-        from training.generation import make_engine, resolve_backend
-        from training.variants import read_manifest
+        from generation.factory import make_engine, resolve_backend
+        from generation.variants import read_manifest
 
-        if read_manifest(model_dir) is not None:  # a variant's method decides its engine (training.variants)
+        if read_manifest(model_dir) is not None:  # a variant's method decides its engine (generation.variants)
             return make_engine(model_dir, "torch", dtype=dtype, home=str(lake.home))
         chosen, why = resolve_backend(backend, model_dir)
         if log:
@@ -509,8 +509,8 @@ def vllm_length_for(model_dir, prompt_tokens: int, max_new_tokens: int, rope_sca
     ``max_new_tokens``: at least vLLM's usual default, never past the model's window (with the
     scaling) while the prompts fit in it (a completion then stops at the window). Prompts that do
     not fit get what they need, which the engine refuses with how to fix it (a RoPE scaling)."""
-    from training.rope import RopeScaling, model_window
-    from training.vllm_engine import DEFAULT_MAX_MODEL_LEN
+    from generation.rope import RopeScaling, model_window
+    from generation.vllm_engine import DEFAULT_MAX_MODEL_LEN
 
     window = model_window(RopeScaling.parse(rope_scaling), model_dir)
     needed = max(prompt_tokens + max_new_tokens, DEFAULT_MAX_MODEL_LEN)
@@ -525,9 +525,9 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
                      log: Callable[[str], None] | None = None, **engine_options) -> tuple[SweepResult, str | None]:
     """Resolve ``ref`` (checkpoint id | champion | latest | base-<recipe>), sweep it on ``domains``
     with one model load, and log the sweep to MLflow. Returns (result, MLflow run id or None).
-    ``backend``: torch, vllm or auto (:func:`training.generation.resolve_backend`), decided only
+    ``backend``: torch, vllm or auto (:func:`generation.factory.resolve_backend`), decided only
     if some sample has to be generated; ``dtype`` applies to either engine."""
-    from training.checkpoints import resolve_checkpoint
+    from generation.checkpoints import resolve_checkpoint
 
     # (registering the base pseudo-checkpoint handles MLflow's global-URI quirk itself, scoped)
     record = resolve_checkpoint(ref, lake, tracking_uri)
@@ -538,7 +538,7 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
                                  prompt_tokens=longest_prompt(domains), max_new_tokens=config.max_new_tokens,
                                  **engine_options)
 
-    from training.prompts import prompt_format_of_folder
+    from generation.prompts import prompt_format_of_folder
 
     # read from the tokenizer files, so a fully cached re-run still never loads the model
     result = run_sweep(lake, record.checkpoint, domains, factory, config, log=log,

@@ -33,13 +33,13 @@ class SweepConfig(BaseModel):
         0, description="base of every sample's seed (evaluation.sweep.sample_seed); the cache key ignores it")
     rope_scaling: str | None = Field(
         None, description="RoPE scaling past the model's trained context, TYPE:FACTOR with TYPE linear, dynamic or "
-                          "yarn (e.g. yarn:2; training.rope); part of the cache key. Unset: the model as trained")
+                          "yarn (e.g. yarn:2; generation.rope); part of the cache key. Unset: the model as trained")
     progress: bool = Field(True, description="show a progress bar on stderr")
 
     @field_validator("rope_scaling")
     @classmethod
     def _rope_scaling(cls, value):
-        from training.rope import RopeScaling  # pydantic only: --help stays instant
+        from generation.rope import RopeScaling  # pydantic only: --help stays instant
 
         scaling = RopeScaling.parse(value)
         return scaling.spec if scaling else None
@@ -82,7 +82,7 @@ class SweepConfig(BaseModel):
 
     def sampling(self, k: int):
         """The sampling parameters for K samples per item (n is set per batch)."""
-        from training.generation import SamplingParams
+        from generation.contract import SamplingParams
 
         if k == 1:
             return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=0.0)

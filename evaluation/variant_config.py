@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-METHOD_NAMES = ("int8", "int4", "gguf-q8_0", "gguf-q4_0", "spec-ngram", "spec-draft")  # training.variants.METHODS
+METHOD_NAMES = ("int8", "int4", "gguf-q8_0", "gguf-q4_0", "spec-ngram", "spec-draft")  # generation.variants.METHODS
 
 
 class VariantConfig(BaseModel):
@@ -17,7 +17,7 @@ class VariantConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     method: str = Field("gguf-q4_0", description="how the variant is made: " + ", ".join(METHOD_NAMES)
-                        + " (training.variants); one the machine cannot run exits 2 and says why")
+                        + " (generation.variants); one the machine cannot run exits 2 and says why")
     limit: int | None = Field(
         None, description="at most this many eval items per domain in the equivalence sweep (unset: each domain's "
                           "whole eval set); non-inferiority at a 2-point margin needs about 195 items per domain "
@@ -36,7 +36,7 @@ class VariantConfig(BaseModel):
     parent_backend: str = Field("torch", description="engine that sweeps the parent: torch (the reference "
                                                      "implementation), vllm or auto")
     dtype: str = Field("bfloat16", description="dtype of the torch-served sides (bf16 runs as fp32 on a CPU "
-                                               "without native bf16, training.device)")
+                                               "without native bf16, generation.device)")
     draft: str | None = Field(None, description="spec-draft only: the draft policy (a checkpoint or model folder "
                                                 "with the parent's vocabulary); unset: the parent's first quarter of layers")
     set_alias: bool = Field(True, description="move the 'fast' alias to the variant when it is certified "

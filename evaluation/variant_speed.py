@@ -42,7 +42,8 @@ def peak_rss_bytes() -> int:
 
 def measure(model_dir: str, prompts: list[str], *, max_new_tokens: int, batch1_prompts: int, dtype: str,
             home: str | None, threads: int | None) -> dict:
-    from training.generation import SamplingParams, make_engine
+    from generation.contract import SamplingParams
+    from generation.factory import make_engine
 
     started = time.perf_counter()
     engine = make_engine(model_dir, "torch", dtype=dtype, home=home, **({"threads": threads} if threads else {}))

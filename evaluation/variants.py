@@ -2,7 +2,7 @@
 
 :func:`certify_variant` is what ``assay variant`` and the ``fast_variant`` asset call:
 
-1. **Make** the variant of the parent checkpoint (:mod:`training.variants`) and register it as a
+1. **Make** the variant of the parent checkpoint (:mod:`generation.variants`) and register it as a
    checkpoint of its own: lake row in ``checkpoints`` with ``variant_of``/``variant_method``, an
    MLflow LoggedModel and ``assay-policy`` version tagged with its parent and method (lineage).
    It is then a checkpoint partition like any other (swept by the nightly schedule and the
@@ -103,8 +103,8 @@ class VariantCertificate:
 
 def create_variant(lake: Lake, tracking_uri: str, parent_ref: str, config: VariantConfig, *, log: Log = print):
     """The variant's checkpoint record (made and registered unless it exists already)."""
-    from training.checkpoints import list_checkpoints, register_checkpoint, resolve_checkpoint
-    from training.variants import make_variant, variant_id
+    from generation.checkpoints import list_checkpoints, register_checkpoint, resolve_checkpoint
+    from generation.variants import make_variant, variant_id
 
     parent = resolve_checkpoint(parent_ref, lake, tracking_uri)
     if parent.is_variant:

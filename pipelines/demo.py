@@ -178,7 +178,7 @@ def cannot_measure_note(options: DemoOptions) -> str:
 def difficulty_settings(options: DemoOptions, name: str) -> dict:
     """The ``policy_pass_rates`` config of domain ``name``: on the policy for the train domain
     (the recipe's base policy: the demo trains from it), the heuristic for the others."""
-    from training.policy import BUILTIN_POLICIES
+    from generation.policy import BUILTIN_POLICIES
 
     if options.difficulty == "heuristic" or name != options.train_domain or cannot_measure_note(options):
         return {"estimate": "heuristic"}
@@ -329,7 +329,7 @@ def _run_stages(runner: JobRunner, lake, names: list[str], options: DemoOptions)
             lines += ["", f"== 2. GRPO training ({options.recipe}, {meta.get('steps')} steps on {options.train_domain}) ==",
                       f"checkpoint {candidate}; final reward {meta.get('final_reward')}; "
                       f"{meta.get('seconds', 0):.0f} s; MLflow run {meta.get('mlflow_run_id')}"]
-            from training.checkpoints import ensure_base_checkpoint
+            from generation.checkpoints import ensure_base_checkpoint
 
             base = ensure_base_checkpoint(options.recipe, lake, lake.mlflow_uri).checkpoint
             log(f"[3/{stages}] sweep, regression report and promotion of {base}, then {candidate}, on "

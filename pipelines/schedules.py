@@ -21,7 +21,7 @@ from assets.resources import LakeResource, MlflowResource, PolicyResource
 def nightly_targets(lake: LakeResource, mlflow: MlflowResource) -> list[str]:
     """The champion (MLflow alias) and the latest trained checkpoint, deduplicated."""
     from storage.tracking import current_champion
-    from training.checkpoints import list_checkpoints
+    from generation.checkpoints import list_checkpoints
 
     targets = []
     champion = current_champion(mlflow.tracking_uri)

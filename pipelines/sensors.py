@@ -1,7 +1,7 @@
 """Sensors: new checkpoints registered in MLflow become checkpoint partitions and get evaluated.
 
 ``new_checkpoint_sensor`` reads the versions of the registered model ``assay-policy`` (each tagged
-``checkpoint=<id>`` by ``training.checkpoints.register_checkpoint``). Its cursor is the highest
+``checkpoint=<id>`` by ``generation.checkpoints.register_checkpoint``). Its cursor is the highest
 version number already handled, so a checkpoint whose partition the training asset added itself
 is still evaluated exactly once (run_key = ``evaluate-<id>`` deduplicates too). For each new
 checkpoint it adds the dynamic partition (``SensorResult(dynamic_partitions_requests=...)``) and

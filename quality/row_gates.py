@@ -34,7 +34,7 @@ class GateContext:
     all_domains: Sequence[Domain] = ()
     cache: dict = field(default_factory=dict)  # gates may memoise expensive lookups here
     # the policy's tokenizer as prompts -> token counts; a domain that declares a length bucket
-    # (``Domain.context_tokens``) is measured with it (``training.policy.policy_token_counter``)
+    # (``Domain.context_tokens``) is measured with it (``generation.policy.policy_token_counter``)
     count_tokens: Callable[[Sequence[str]], Sequence[int]] | None = None
 
 

@@ -150,7 +150,7 @@ PROMOTIONS = {
 }
 
 
-# variants/decision=<id>/part.parquet  -- every certification of a variant (training.variants) against
+# variants/decision=<id>/part.parquet  -- every certification of a variant (generation.variants) against
 # its parent: speed measured in one run on one machine (tokens/s at batch 1 and at the sweep's batch,
 # time to first token, peak resident memory of each side's process), whether every domain was shown
 # non-inferior (equivalent), and whether the variant became the ``fast`` alias, with the reasons

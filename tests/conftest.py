@@ -92,7 +92,7 @@ def empty_mlflow_db(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_source(tmp_path_factory) -> Path:
     """The tiny policy, built once per session: building it takes seconds, copying it milliseconds."""
-    from training.policy import ensure_tiny
+    from generation.policy import ensure_tiny
 
     return ensure_tiny(tmp_path_factory.mktemp("tiny_home"))
 

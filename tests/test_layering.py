@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("storage", "sandbox", "domains", "quality", "training", "evaluation", "assets", "pipelines", "ui")
+PACKAGES = ("storage", "sandbox", "domains", "generation", "quality", "training", "evaluation", "assets", "pipelines", "ui")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 

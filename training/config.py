@@ -24,10 +24,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from training.device import DeviceChoice
-from training.generation import Backend
+from generation.device import DeviceChoice
+from generation.contract import Backend
 from training.losses import ImportanceSamplingMode, LossType, ScaleRewards
-from training.vllm_engine import VllmSettings
+from generation.vllm_engine import VllmSettings
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 REWARD_COMPONENTS = ("score", "format", "length")
@@ -148,7 +148,7 @@ class DeepSpeedSection(_Strict):
 
 
 class RolloutVllmSettings(VllmSettings):
-    """:class:`training.vllm_engine.VllmSettings` for an engine colocated with the trainer."""
+    """:class:`generation.vllm_engine.VllmSettings` for an engine colocated with the trainer."""
 
     gpu_memory_utilization: float = Field(
         0.3, gt=0, le=1, description="CUDA: fraction of GPU memory vLLM may take for weights and KV cache (the "
@@ -161,7 +161,7 @@ class RolloutConfig(_Strict):
     backend: Backend = Field(
         "auto", description="torch: the trainer's decode loop on the policy (or its rollout_dtype copy); vllm: an "
                             "in-process vLLM engine the policy's weights are pushed into after every optimizer step; "
-                            "auto: vllm where installed, serving the model and measured faster (training.generation."
+                            "auto: vllm where installed, serving the model and measured faster (generation.torch_engine."
                             "resolve_backend), else torch")
     importance_sampling: ImportanceSamplingMode | None = Field(
         None, description="rollout/training mismatch correction (training.losses.rollout_correction): token_truncate "
@@ -199,7 +199,7 @@ class GRPOConfig(_Strict):
     max_prompt_length: int = Field(512, ge=1, description="prompts longer than this (tokens) are left-truncated")
     rope_scaling: str | None = Field(
         None, description="RoPE scaling past the policy's trained context, TYPE:FACTOR with TYPE linear, dynamic "
-                          "or yarn (training.rope; e.g. yarn:2); the checkpoints keep it in their config")
+                          "or yarn (generation.rope; e.g. yarn:2); the checkpoints keep it in their config")
     max_completion_length: int = Field(32, ge=1, description="new tokens per completion (per turn in an episode)")
     max_episode_turns: int = Field(
         8, ge=1, description="terminal-agent domains: turns per training episode at most (the task's own "
@@ -239,7 +239,7 @@ class GRPOConfig(_Strict):
                                    description="rollout engine (torch | vllm | auto) and importance-sampling correction")
     device: DeviceChoice = Field(
         "auto", description="where to train: auto (a GPU when torch sees one, else the CPU), cpu or cuda (each "
-                            "rank takes the GPU of its LOCAL_RANK); see training.device")
+                            "rank takes the GPU of its LOCAL_RANK); see generation.device")
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection,
                                         description="DeepSpeed engine settings (ZeRO stage, precision, accumulation)")
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
@@ -247,7 +247,7 @@ class GRPOConfig(_Strict):
     @field_validator("rope_scaling")
     @classmethod
     def _rope_scaling(cls, value):
-        from training.rope import RopeScaling
+        from generation.rope import RopeScaling
 
         scaling = RopeScaling.parse(value)
         return scaling.spec if scaling else None

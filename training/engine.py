@@ -1,6 +1,6 @@
 """The DeepSpeed engine: process-group setup, the DeepSpeed config from a recipe, initialize.
 
-Where a process trains is decided by :mod:`training.device` from the recipe's ``device`` and this
+Where a process trains is decided by :mod:`generation.device` from the recipe's ``device`` and this
 process's ``LOCAL_RANK``: the CPU with gloo, or its own GPU with NCCL (``torch.cuda.set_device``
 before the group exists, so NCCL collectives and ``broadcast_object_list`` use that GPU).
 DeepSpeed's accelerator is set to match (``DS_ACCELERATOR``) before DeepSpeed is imported.
@@ -24,17 +24,12 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 
 from training.config import GRPOConfig
-from training.device import DeviceError, DevicePlan, plan_device, precision_problem, probe_facts
+from generation.device import DeviceError, DevicePlan, plan_device, precision_problem, probe_facts
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from generation.vllm_server import free_port  # noqa: E402 (re-exported: training.engine.free_port)
 
 
 def local_rank() -> int:
@@ -43,7 +38,7 @@ def local_rank() -> int:
 
 
 def device_plan(requested: str = "auto") -> DevicePlan:
-    """Where this process trains for a recipe's ``device`` (see :mod:`training.device`)."""
+    """Where this process trains for a recipe's ``device`` (see :mod:`generation.device`)."""
     return plan_device(requested, probe_facts(), local_rank())
 
 
@@ -62,9 +57,9 @@ def check_device(config: GRPOConfig) -> DevicePlan:
 
 def precision_for_device(config: GRPOConfig, plan: DevicePlan) -> tuple[GRPOConfig, str | None]:
     """``config`` as it will run on ``plan``'s device, and a note when that differs from the recipe:
-    on a CPU without native bf16 its bf16 settings run in fp32 (:func:`training.device.cpu_precision`;
+    on a CPU without native bf16 its bf16 settings run in fp32 (:func:`generation.device.cpu_precision`;
     the run is named after what it trains, so it is another run than the bf16 one)."""
-    from training.device import cpu_precision
+    from generation.device import cpu_precision
 
     ds = config.deepspeed
     changes, note = cpu_precision(plan, probe_facts(), precision=ds.precision, autocast_bf16=ds.autocast_bf16,

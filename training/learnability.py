@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from generation.contract import gen_params_of
 from storage.lake import Lake
 
 PASS_RATES_TABLE = "pass_rates"
@@ -61,28 +62,16 @@ def uses_pass_rates(config) -> bool:
 
 
 def rollout_sampling(config):
-    """The :class:`training.generation.SamplingParams` of the run's rollouts (``n`` aside)."""
-    from training.generation import SamplingParams
+    """The :class:`generation.contract.SamplingParams` of the run's rollouts (``n`` aside)."""
+    from generation.contract import SamplingParams
 
     return SamplingParams(max_new_tokens=config.max_completion_length, temperature=config.temperature,
                           top_p=config.top_p, top_k=config.top_k, stop=tuple(config.stop))
 
 
-def gen_params_of(params, prompt_format: str, rope_scaling: str | None = None) -> dict:
-    """The fields of a generation config as :func:`evaluation.sweep.generation_config` records them
-    in ``gen_params`` (sampling parameters without ``n`` and the seed, plus the prompt format, and
-    the RoPE scaling when one is set: unset, the fields are what they always were)."""
-    fields = {k: v for k, v in asdict(params).items() if k not in ("n", "seed")}
-    fields["stop"] = list(fields["stop"])
-    fields["prompt_format"] = prompt_format
-    if rope_scaling:
-        fields["rope_scaling"] = rope_scaling
-    return fields
-
-
 def pass_rate_checkpoint(policy: str) -> str:
     """The checkpoint id pass rates of the run's starting policy are stored under."""
-    from training.policy import BUILTIN_POLICIES, builtin_name
+    from generation.policy import BUILTIN_POLICIES, builtin_name
 
     name = builtin_name(policy)
     if name in BUILTIN_POLICIES:

@@ -1,7 +1,7 @@
 """Where a GRPO run's rollouts are sampled: the torch decode loop, or a colocated vLLM engine.
 
 :func:`make_rollout_engine` resolves the recipe's ``rollout.backend`` (``auto``:
-:func:`training.generation.resolve_backend`) and returns one of two objects with the same three
+:func:`generation.factory.resolve_backend`) and returns one of two objects with the same three
 methods, which the trainer calls once per step:
 
 - ``sync(engine) -> seconds``: make the sampler hold the policy's current weights;
@@ -10,13 +10,13 @@ methods, which the trainer calls once per step:
   distribution it was sampled from (what importance sampling compares with the trainer's);
 - ``close()``.
 
-:class:`TorchRollouts` decodes with :func:`training.generation.decode_batch` from the policy itself
+:class:`TorchRollouts` decodes with :func:`generation.torch_engine.decode_batch` from the policy itself
 or from a copy in ``rollout_dtype`` on the engine's device (``sync`` copies the parameters in);
 under ZeRO-3 always from a full copy, so that ranks whose decode loops stop at different steps
 make no collectives. :class:`VllmRollouts`
-keeps one in-process :class:`training.vllm_engine.VllmEngine` for the whole run (started from the
+keeps one in-process :class:`generation.vllm_engine.VllmEngine` for the whole run (started from the
 policy folder, in ``rollout_dtype``), and ``sync`` streams the DeepSpeed engine's parameters into
-it (:meth:`training.vllm_engine.VllmEngine.load_weights`: in place, never a reload from disk);
+it (:meth:`generation.vllm_engine.VllmEngine.load_weights`: in place, never a reload from disk);
 under ZeRO-3 each parameter is gathered in turn. The sync runs before every step's rollouts, so
 step 1 samples from exactly the trainer's weights (also after a resume) and every later step from
 the weights the previous optimizer step left.
@@ -33,7 +33,9 @@ import time
 from typing import Any, Callable
 
 from training.config import GRPOConfig
-from training.generation import DecodedRow, SamplingParams, Seeds, decode_batch, resolve_backend
+from generation.torch_engine import DecodedRow, decode_batch
+from generation.contract import SamplingParams, Seeds
+from generation.factory import resolve_backend
 
 
 # Elements gathered at once when syncing the rollout copy under ZeRO-3: bounds the extra memory of a
@@ -124,7 +126,7 @@ class VllmRollouts:
     name = "vllm"
 
     def __init__(self, policy_dir: str, config: GRPOConfig, tokenizer, home: str | None):
-        from training.vllm_engine import VllmEngine
+        from generation.vllm_engine import VllmEngine
 
         self.tokenizer = tokenizer
         self.zero3 = config.deepspeed.zero_stage == 3
@@ -221,8 +223,42 @@ def make_rollout_engine(config: GRPOConfig, engine, tokenizer, *, policy_dir, wo
     log(f"rollouts: {why}")
     if chosen == "vllm":
         return VllmRollouts(str(policy_dir), config, tokenizer, home)
-    if chosen == "vllm-server":  # a running vLLM server (training.vllm_server)
-        from training.vllm_server import VllmServerRollouts
-
+    if chosen == "vllm-server":  # a running vLLM server (generation.vllm_server)
         return VllmServerRollouts(str(policy_dir), config, tokenizer, home)
     return TorchRollouts(engine, config, tokenizer, device)
+
+
+class VllmServerRollouts:
+    """Rollouts from a running vLLM server, which the trainer's ``sync`` pushes the policy's current
+    weights into before every step (:meth:`VllmServerEngine.load_weights`); the same three methods
+    as :class:`training.rollout_engine.VllmRollouts`. The server may start on any checkpoint of the
+    policy's shapes served under the policy folder's name: step 1 pushes the trainer's weights."""
+
+    name = "vllm-server"
+
+    def __init__(self, policy_dir: str, config, tokenizer, home: str | None):
+        rollout = config.rollout
+        self.tokenizer = tokenizer
+        self.zero3 = config.deepspeed.zero_stage == 3
+        from generation.vllm_server import VllmServerEngine, VllmServerError, WORKER_EXTENSION
+
+        self.engine = VllmServerEngine(policy_dir, server_url=rollout.server_url, sync_dir=rollout.sync_dir,
+                                       home=home, dtype=config.rollout_dtype,
+                                       max_model_len=config.max_prompt_length + config.max_completion_length)
+        if not self.engine.info:
+            self.engine.close()
+            raise VllmServerError(f"the vLLM server at {self.engine.url} cannot take the trainer's weights: start it "
+                                  f"with VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls {WORKER_EXTENSION}")
+
+    def sync(self, engine) -> float:
+        """Push the DeepSpeed engine's parameters to the server (gathered one by one under ZeRO-3)."""
+        return self.engine.load_weights(policy_weights(engine.module, self.zero3))
+
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams, seeds: Seeds,
+                 with_logprobs: bool) -> list:
+        generations = self.engine.generate_ids(prompt_ids, params, seeds, with_logprobs=with_logprobs)
+        return [[DecodedRow(i, g.token_ids, g.text, g.finish_reason, g.latency_s, g.token_logprobs)
+                 for g in per_prompt] for i, per_prompt in enumerate(generations)]
+
+    def close(self) -> None:
+        self.engine.close()

@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_config(data, str(path))
     from training.data import TrainingDataError
     from training.rollout_engine import RolloutEngineError
-    from training.vllm_engine import VllmUnavailable
-    from training.device import DeviceError
+    from generation.vllm_engine import VllmUnavailable
+    from generation.device import DeviceError
 
     try:
         result = train(config, open_lake(write=True), allow_generate=not args.require_train_set, progress=False,

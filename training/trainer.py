@@ -3,7 +3,7 @@
 One step (per process):
 
 1. draw ``prompts_per_step`` prompts from the domain mixture (a pure function of seed and step);
-2. sample ``num_generations`` completions per prompt (formatted by :mod:`training.prompts`, as
+2. sample ``num_generations`` completions per prompt (formatted by :mod:`generation.prompts`, as
    sweeps format them) from the rollout engine (:mod:`training.rollout_engine`: the KV-cache decode
    loop on the policy or its ``rollout_dtype`` copy, or a colocated vLLM engine; ``rollout.backend``),
    after syncing the policy's current weights into it (``sync_s``), each completion with its own
@@ -24,7 +24,7 @@ One step (per process):
 Micro-batch losses are normalised by the whole step's sequence/token counts (all processes), so
 gradient accumulation and data parallelism reproduce the full-batch loss exactly.
 
-Devices: the recipe's ``device`` (:mod:`training.device`) picks the CPU or this rank's GPU; every
+Devices: the recipe's ``device`` (:mod:`generation.device`) picks the CPU or this rank's GPU; every
 tensor of a step is made on the engine's device, and the reference model and rollout copy live
 there in their own precision. Ranks under ZeRO-3 (parameters sharded, gathered by collectives in
 every forward and backward) stay in step two ways: rollouts sample from a full copy of the policy,
@@ -278,7 +278,7 @@ class GRPOTrainer:
         self.stop_after = stop_after  # for tests: end the process-local loop early, as a kill would
         self.time_budget_s = time_budget_s  # stop (with a checkpoint) after the step that crosses it
         self.run_name = self.run_dir = self.ds_dir = None  # known once the rows are loaded (train)
-        self.plan = None    # where this process trains (training.device), known when train() starts
+        self.plan = None    # where this process trains (generation.device), known when train() starts
         self.device = None  # the engine's torch.device, known once the engine is built
         self.data_fingerprint = ""
         # per step (reset by _step): seconds of sync / reference forward / update, and the
@@ -370,8 +370,8 @@ class GRPOTrainer:
         fingerprint = data.fingerprint()
         self.pass_rates = None
         if uses_pass_rates(cfg):  # the weights rows are drawn with are part of what the run trains on
-            from training.policy import policy_path
-            from training.prompts import prompt_format_of_folder
+            from generation.policy import policy_path
+            from generation.prompts import prompt_format_of_folder
 
             fmt = prompt_format_of_folder(policy_path(cfg.policy, self.lake.home))
             self.pass_rates = load_item_pass_rates(self.lake, cfg, data.rows, fmt)
@@ -383,7 +383,7 @@ class GRPOTrainer:
         """The process group, the mixture and reward composer, the models, then the MLflow run."""
         from training.engine import setup_distributed
         from training.mixture import DomainMixture
-        from training.policy import policy_path
+        from generation.policy import policy_path
         from training.rewards import RewardComposer
 
         cfg = self.config
@@ -443,7 +443,7 @@ class GRPOTrainer:
         import torch
 
         from training.engine import build_engine, engine_device
-        from training.policy import load_policy
+        from generation.policy import load_policy
 
         cfg = self.config
         torch.manual_seed(cfg.seed)
@@ -591,7 +591,7 @@ class GRPOTrainer:
     def _rollout_model(self, engine):
         """The rollout engine (:mod:`training.rollout_engine`): the torch decode loop on the policy
         or its ``rollout_dtype`` copy, or a colocated vLLM engine, as ``rollout.backend`` says."""
-        from training.policy import policy_path
+        from generation.policy import policy_path
         from training.rollout_engine import make_rollout_engine
 
         return make_rollout_engine(self.config, engine, self.tokenizer, world=self.world, device=self.device,
@@ -601,8 +601,8 @@ class GRPOTrainer:
     def _rollouts(self, step: int, picks, rollout_engine) -> tuple[list[Rollout], float]:
         """The step's completions (``num_generations`` per pick) and the seconds they took; the
         rollout engine holds the policy's current weights (``_step`` synced it)."""
-        from training.generation import SamplingParams, derive_seed
-        from training.prompts import prompt_ids as chat_prompt_ids
+        from generation.contract import SamplingParams, derive_seed
+        from generation.prompts import prompt_ids as chat_prompt_ids
 
         cfg = self.config
         tok = self.tokenizer
@@ -637,7 +637,7 @@ class GRPOTrainer:
     def _episode_rollouts(self, step: int, picks, rollout_engine) -> tuple[list[Rollout], float]:
         """Multi-turn GRPO: ``num_generations`` terminal episodes per pick, in token space
         (:mod:`training.trajectories`), the policy's turns capped at ``max_episode_turns``."""
-        from training.generation import SamplingParams, derive_seed
+        from generation.contract import SamplingParams, derive_seed
         from training.trajectories import run_trajectories
 
         cfg = self.config
@@ -929,7 +929,7 @@ class GRPOTrainer:
         """HF checkpoint (registered), DeepSpeed checkpoint for resume, then the run state."""
         import torch.distributed as dist
 
-        from training.checkpoints import checkpoint_id, register_checkpoint
+        from generation.checkpoints import checkpoint_id, register_checkpoint
 
         cfg = self.config
         ckpt = checkpoint_id(self.run_name, step)

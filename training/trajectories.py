@@ -1,6 +1,6 @@
 """Multi-turn GRPO trajectories: terminal episodes generated in token space, for training.
 
-Sweeps run episodes on text (:mod:`training.agent_loop`: each turn the conversation is formatted
+Sweeps run episodes on text (:mod:`generation.agent_loop`: each turn the conversation is formatted
 and tokenized again). Training needs the exact token stream the policy acted on, and which of its
 tokens the policy produced, so here an episode is one growing list of token ids:
 
@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from training.agent_loop import REMINDER, TOOL_FORMAT, EpisodeResult, Turn, observation, play_turn
-from training.generation import SamplingParams
+from generation.agent_loop import REMINDER, TOOL_FORMAT, EpisodeResult, Turn, observation, play_turn
+from generation.contract import SamplingParams
 
 
 class TrajectoryError(RuntimeError):
@@ -59,7 +59,7 @@ class Trajectory:
 
 
 def _messages(instruction: str, turns: Sequence[Turn]) -> list[dict]:
-    from training.agent_loop import chat_messages
+    from generation.agent_loop import chat_messages
 
     return chat_messages(instruction, turns)
 
@@ -77,7 +77,7 @@ def turn_suffix_ids(tokenizer, before_messages: list[dict], assistant_text: str,
     """The ids between the policy's turn (``completion_ids``, its text ``assistant_text``) and its
     next turn: the template's end of the assistant turn, the ``follow_up`` user message and the
     next generation prompt."""
-    from training.prompts import chat_messages_prompt, encode_prompt
+    from generation.prompts import chat_messages_prompt, encode_prompt
 
     before = chat_messages_prompt(tokenizer, before_messages)
     after = chat_messages_prompt(tokenizer, before_messages + [{"role": "assistant", "content": assistant_text},
@@ -118,11 +118,11 @@ def run_trajectories(engine, tokenizer, tasks: Sequence, params: SamplingParams,
                      with_logprobs: bool = False, max_tokens: int = 2048, max_workers: int = 4,
                      terminal_factory=None, judge=None) -> list[Trajectory]:
     """One episode per task (tasks repeat for a GRPO group), in lockstep as
-    :func:`training.agent_loop.run_episodes`, with the trainer's rollout ``engine``
+    :func:`generation.agent_loop.run_episodes`, with the trainer's rollout ``engine``
     (``generate(prompt_ids, params, seeds, with_logprobs)``). Episode i's turn t is seeded with
     ``derive_seed(seeds[i], t)``. ``max_tokens`` bounds each stream (prompt included)."""
-    from training.generation import derive_seed
-    from training.prompts import chat_messages_prompt, encode_prompt
+    from generation.contract import derive_seed
+    from generation.prompts import chat_messages_prompt, encode_prompt
 
     if terminal_factory is None or judge is None:
         from sandbox.terminal import TerminalEpisode, run_hidden_tests

@@ -2,7 +2,7 @@
 fixing Python programs, small scripts; see its README) as the domain ``terminal``.
 
 Sweeps run its items as multi-turn episodes of the policy in a sandboxed terminal
-(:mod:`training.agent_loop`), scored by each task's hidden tests; its single-turn ``score`` runs a
+(:mod:`generation.agent_loop`), scored by each task's hidden tests; its single-turn ``score`` runs a
 completion as one script. Left out of ``assay demo``'s default ``core`` selection: episodes of up
 to 20 turns cost minutes per checkpoint on a CPU (``--domains core,terminal`` adds it)."""
 

@@ -14,7 +14,7 @@ import sys
 from evaluation.pass_rate_config import DEFAULT_LIMIT, DEFAULT_SAMPLES, PassRateConfig
 from pipelines.cli import CliError, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
-from training.generation import BACKENDS
+from generation.contract import BACKENDS
 
 
 def register(subparsers) -> None:
@@ -61,8 +61,8 @@ def run_difficulty_command(args: argparse.Namespace) -> int:
     from evaluation.pass_rates import PassRateError, default_policy, policy_pass_rates
     from pipelines.settings import open_lake
     from storage.tracking import CHAMPION_ALIAS, current_champion
-    from training.checkpoints import CheckpointError
-    from training.vllm_engine import VllmUnavailable
+    from generation.checkpoints import CheckpointError
+    from generation.vllm_engine import VllmUnavailable
 
     lake = open_lake(write=True)
     policy = args.policy

@@ -73,7 +73,7 @@ def run_ingest(args: argparse.Namespace) -> int:
         lake = open_lake(write=True)
         count_tokens = None
         if domain.context_tokens:  # a long-context domain's prompts are measured in the policy's tokens
-            from training.policy import policy_token_counter
+            from generation.policy import policy_token_counter
 
             count_tokens = policy_token_counter(home=lake.home)
         report = ingest_file(lake, domain, path, all_domains=list(registry), count_tokens=count_tokens)

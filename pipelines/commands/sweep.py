@@ -14,7 +14,7 @@ import sys
 from evaluation.sweep_config import SweepConfig
 from pipelines.cli import CliError, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
-from training.generation import BACKENDS
+from generation.contract import BACKENDS
 
 
 def register(subparsers) -> None:
@@ -55,9 +55,9 @@ def register(subparsers) -> None:
 def run_sweep_command(args: argparse.Namespace) -> int:
     from domains import UnknownDomainError, get_registry
     from pipelines.settings import open_lake
-    from training.checkpoints import CheckpointError
+    from generation.checkpoints import CheckpointError
     from evaluation.sweep import SweepError, sweep_checkpoint
-    from training.vllm_engine import VllmUnavailable
+    from generation.vllm_engine import VllmUnavailable
 
     config = model_from_args(SweepConfig, args, progress=sys.stderr.isatty() or not args.json)
     registry = get_registry()
@@ -73,7 +73,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     lake = open_lake(write=True)
     if args.rescore:
         from evaluation.sweep import rescore_cached
-        from training.checkpoints import resolve_checkpoint
+        from generation.checkpoints import resolve_checkpoint
 
         try:
             record = resolve_checkpoint(args.checkpoint, lake, lake.mlflow_uri)

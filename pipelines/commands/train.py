@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit, with_examples
-from training.generation import BACKENDS
+from generation.contract import BACKENDS
 
 
 def register(subparsers) -> None:
@@ -75,11 +75,11 @@ def run_train(args: argparse.Namespace) -> int:
     from pipelines.settings import open_lake
     from training.config import RecipeError, load_recipe, name_problem
     from training.data import TrainingDataError
-    from training.device import DeviceError
+    from generation.device import DeviceError
     from training.learnability import LearnabilityError, uses_pass_rates
-    from training.policy import PolicyError
+    from generation.policy import PolicyError
     from training.rollout_engine import RolloutEngineError
-    from training.vllm_engine import VllmUnavailable
+    from generation.vllm_engine import VllmUnavailable
 
     if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
@@ -128,7 +128,7 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         if uses_pass_rates(config):  # learnability sampling reads them; measure what the lake lacks
             from evaluation.pass_rates import PassRateError, measure_for_training
-            from training.checkpoints import CheckpointError
+            from generation.checkpoints import CheckpointError
 
             try:
                 measure_for_training(lake, lake.mlflow_uri, config, registry=registry, allow_generate=True,
@@ -175,7 +175,7 @@ def _measure_pass_rates(args: argparse.Namespace, config, registry, log) -> None
         return
     from evaluation.pass_rates import PassRateError, measure_for_training
     from pipelines.settings import open_lake
-    from training.checkpoints import CheckpointError
+    from generation.checkpoints import CheckpointError
 
     lake = open_lake(write=True)
     try:

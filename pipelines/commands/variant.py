@@ -1,6 +1,6 @@
 """``assay variant``: make a faster variant of a checkpoint, time it, and certify it per domain.
 
-See :mod:`evaluation.variants` (what is measured and decided) and :mod:`training.variants` (the
+See :mod:`evaluation.variants` (what is measured and decided) and :mod:`generation.variants` (the
 methods). Exit codes: 0 the variant is equivalent on every domain (it becomes ``fast`` when also
 fast enough), 1 it is not (a domain inferior or underpowered: the output says which and why),
 2 bad input or a method this machine cannot run.
@@ -43,8 +43,8 @@ def run_variant_command(args: argparse.Namespace) -> int:
     from evaluation.sweep import SweepError
     from evaluation.variants import VariantRefused, certify_variant
     from pipelines.settings import open_lake
-    from training.checkpoints import CheckpointError
-    from training.variants import MethodUnavailable, VariantError, unavailable_reason
+    from generation.checkpoints import CheckpointError
+    from generation.variants import MethodUnavailable, VariantError, unavailable_reason
 
     config = model_from_args(VariantConfig, args, progress=sys.stderr.isatty() or not args.json)
     problem = unavailable_reason(config.method)  # before any sweep: a method that cannot run here says so

@@ -19,7 +19,7 @@ SWEEP_CONFIG = {"domains": ["plug"], "limit": 4, "samples": 2, "max_new_tokens":
 
 @pytest.fixture(scope="module")
 def tiny_built(tmp_path_factory):
-    from training.policy import ensure_tiny
+    from generation.policy import ensure_tiny
 
     return ensure_tiny(tmp_path_factory.mktemp("tiny_assets_home"))
 
@@ -28,7 +28,7 @@ def tiny_built(tmp_path_factory):
 def env(assay_home, tmp_path, tiny_built, monkeypatch):
     from domains import get_registry
     from storage.lake import Lake
-    from training.checkpoints import register_checkpoint
+    from generation.checkpoints import register_checkpoint
 
     shutil.copytree(tiny_built, assay_home / "models" / "tiny")
     plugins = tmp_path / "plugins"

@@ -170,7 +170,7 @@ def _champion_copy(tiny_home, lake, name: str) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from training.checkpoints import register_checkpoint
+    from generation.checkpoints import register_checkpoint
 
     folder = tiny_home / "checkpoints" / name
     shutil.copytree(tiny_home / "models" / "tiny", folder)

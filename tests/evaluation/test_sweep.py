@@ -1,4 +1,4 @@
-"""Sweeps with the real tiny policy (training.policy 'tiny') through the real torch engine."""
+"""Sweeps with the real tiny policy (generation.policy 'tiny') through the real torch engine."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 from domains import Domain
 from storage.lake import Lake
-from training.prompts import prompt_format_id
+from generation.prompts import prompt_format_id
 from evaluation.sweep import SweepConfig, SweepError, checkpoint_results, pass_at_k, run_sweep, summarize
-from training.tiny_model import CHAT_TEMPLATE
+from generation.tiny_model import CHAT_TEMPLATE
 
 
 def _domain(name: str, n_items: int = 6, fail_on: set | None = None, clustered: bool = False) -> Domain:
@@ -37,7 +37,7 @@ def _domain(name: str, n_items: int = 6, fail_on: set | None = None, clustered: 
 @pytest.fixture(scope="module")
 def tiny_engine_factory(tiny_source):
     """The real tiny policy behind the real torch engine, built once (tests/training/conftest.py)."""
-    from training.generation import make_engine
+    from generation.factory import make_engine
 
     home = tiny_source.parent.parent  # tiny_source = <home>/models/tiny
     engine = make_engine("tiny", home=str(home), dtype="float32", max_batch_size=32)
@@ -191,14 +191,14 @@ def test_summarize_uses_cluster_robust_se():
 
 
 def test_sweep_checkpoint_logs_mlflow_and_promotion_moves_the_alias(tiny_home, monkeypatch):
-    """Real checkpoints (training.checkpoints), real MLflow SQLite store, real alias moves."""
+    """Real checkpoints (generation.checkpoints), real MLflow SQLite store, real alias moves."""
     import shutil
 
     from mlflow.tracking import MlflowClient
 
     from evaluation.promotion import apply_promotion, compare_checkpoints, decide_promotion
     from storage.tracking import current_champion
-    from training.checkpoints import register_checkpoint
+    from generation.checkpoints import register_checkpoint
     from evaluation.sweep import sweep_checkpoint
 
     lake = Lake.at(tiny_home)
@@ -250,7 +250,7 @@ def test_sweep_records_its_generation_config_readably_and_keys_it_on_the_prompt_
         assay_home, tiny_engine_factory, tiny_source):
     import json
 
-    from training.prompts import prompt_format_of_folder
+    from generation.prompts import prompt_format_of_folder
 
     lake = Lake.at(assay_home)
     domain = _domain("eps", n_items=3)
@@ -321,7 +321,7 @@ def test_rescore_replaces_stale_cached_scores_after_a_scorer_fix(assay_home):
     from evaluation.sweep import rescore_cached, run_sweep
     from evaluation.sweep_config import SweepConfig
     from pipelines.settings import open_lake
-    from training.generation import Generation
+    from generation.contract import Generation
 
     def samples(split, n, seed):
         return [{"id": f"{split}-{i}", "prompt": f"q{i}", "answer": "yes"} for i in range(n)]

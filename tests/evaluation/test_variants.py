@@ -37,7 +37,7 @@ def wide_parent(tiny_home, tiny_checkpoint):
     """The wide tiny checkpoint registered as ``wide-step000001`` in a fresh lake and MLflow store."""
     import shutil
 
-    from training.checkpoints import register_checkpoint
+    from generation.checkpoints import register_checkpoint
 
     lake = Lake(tiny_home)
     folder = tiny_home / "checkpoints" / "wide-step000001"
@@ -73,7 +73,7 @@ def test_a_variant_that_is_its_parent_is_certified_and_becomes_fast(wide_parent)
     assert cert.speed.parent["tokens_per_s_batch1"] > 0 and cert.speed.variant["tokens_per_s_batch1"] > 0
     assert cert.speed.variant["engine"].startswith("transformers-assisted") and cert.speed.parent["engine"].startswith("torch")
 
-    from training.checkpoints import resolve_checkpoint
+    from generation.checkpoints import resolve_checkpoint
 
     assert resolve_checkpoint("fast", lake, lake.mlflow_uri).checkpoint == cert.variant
     # registered after its parent, the variant is still not "latest": that names the newest trained checkpoint
@@ -98,8 +98,9 @@ def test_a_variant_that_is_its_parent_is_certified_and_becomes_fast(wide_parent)
 
 
 def test_a_variant_that_changes_answers_is_inferior(wide_parent):
-    from training.generation import SamplingParams, make_engine
-    from training.variants import unavailable_reason
+    from generation.contract import SamplingParams
+    from generation.factory import make_engine
+    from generation.variants import unavailable_reason
 
     if unavailable_reason("gguf-q4_0"):
         pytest.skip(unavailable_reason("gguf-q4_0"))
@@ -155,7 +156,7 @@ def test_cli_contract_and_refusals(wide_parent, tmp_path):
     assert bad.returncode == 2 and "int3" in bad.stderr
     unknown = run_cli("variant", "--from", "nope", "--method", "spec-ngram", "--domains", "small", env=env)
     assert unknown.returncode == 2 and "unknown checkpoint" in unknown.stderr
-    from training.variants import unavailable_reason
+    from generation.variants import unavailable_reason
 
     if unavailable_reason("int4"):  # torchao has no CPU int4 kernel: refused before any work, with why
         refused = run_cli("variant", "--from", "wide-step000001", "--method", "int4", "--domains", "small", env=env)

@@ -33,7 +33,7 @@ SWEEP_DOMAIN, SWEEP_LIMIT = "conc_s", 6
 
 @pytest.fixture(scope="module")
 def tiny_built(tmp_path_factory):
-    from training.policy import ensure_tiny
+    from generation.policy import ensure_tiny
 
     return ensure_tiny(tmp_path_factory.mktemp("tiny_concurrency_home"))
 

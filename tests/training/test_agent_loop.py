@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from training.agent_loop import Action, EpisodeResult, parse_action, run_episodes
-from training.generation import Generation, SamplingParams
+from generation.agent_loop import Action, EpisodeResult, parse_action, run_episodes
+from generation.contract import Generation, SamplingParams
 
 TASKS = Path(__file__).resolve().parents[2] / "domains" / "builtin" / "terminal_tasks"
 
@@ -54,7 +54,7 @@ class ScriptedPolicy:
 
 @pytest.fixture
 def tokenizer(tiny_home):
-    from training.policy import load_tokenizer
+    from generation.policy import load_tokenizer
 
     return load_tokenizer("tiny", tiny_home)
 
@@ -119,7 +119,7 @@ def test_episodes_run_in_lockstep_and_each_is_judged_on_its_own_folder(tokenizer
 
 @pytest.mark.slow
 def test_the_tiny_policy_drives_real_episodes(tiny_home, tmp_path):
-    from training.generation import make_engine
+    from generation.factory import make_engine
 
     engine = make_engine("tiny", "torch", home=str(tiny_home))
     tasks = [_task("create_hello_file", tmp_path / "a", max_turns=2), _task("count_lines", tmp_path / "b", max_turns=2)]
@@ -149,7 +149,7 @@ def test_a_sweep_runs_a_terminal_suite_as_episodes_and_caches_them(tokenizer, tm
         built.append(1)
         return ScriptedPolicy(tokenizer, ["```bash\nmkdir out\n```", "DONE"])
 
-    from training.prompts import prompt_format_of_tokenizer
+    from generation.prompts import prompt_format_of_tokenizer
 
     fmt = prompt_format_of_tokenizer(tokenizer)
     lake = open_lake(write=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.settings import open_lake
-from training.checkpoints import (CheckpointError, checkpoint_id, ensure_base_checkpoint, list_checkpoints,
+from generation.checkpoints import (CheckpointError, checkpoint_id, ensure_base_checkpoint, list_checkpoints,
                                   register_checkpoint, resolve_checkpoint)
 
 

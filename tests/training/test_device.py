@@ -31,7 +31,7 @@ ONE_T4 = dict(cuda_devices=1, cuda_bf16=False, cuda_capability="7.5", torch_vers
 
 
 def _facts(box: dict):
-    from training.device import DeviceFacts
+    from generation.device import DeviceFacts
 
     return DeviceFacts(**box)
 
@@ -40,7 +40,7 @@ def _facts(box: dict):
 
 
 def test_auto_takes_the_rank_s_own_gpu_and_nccl_else_the_cpu_and_gloo():
-    from training.device import CPU_PLAN, DevicePlan, plan_device
+    from generation.device import CPU_PLAN, DevicePlan, plan_device
 
     cpu_box, two_h100 = _facts(CPU_BOX), _facts(TWO_H100)
     assert plan_device("auto", cpu_box) == CPU_PLAN == DevicePlan("cpu", "gloo", "cpu")
@@ -51,7 +51,7 @@ def test_auto_takes_the_rank_s_own_gpu_and_nccl_else_the_cpu_and_gloo():
 
 
 def test_impossible_devices_are_refused_with_what_to_set():
-    from training.device import DeviceError, plan_device
+    from generation.device import DeviceError, plan_device
 
     cpu_box, two_h100 = _facts(CPU_BOX), _facts(TWO_H100)
     with pytest.raises(DeviceError, match=r"torch 2.13.0\+cpu \(a CPU-only build\) sees no CUDA device: "
@@ -65,7 +65,7 @@ def test_impossible_devices_are_refused_with_what_to_set():
 
 
 def test_bf16_runs_as_fp32_on_a_cpu_that_would_only_emulate_it():
-    from training.device import CPU_PLAN, cpu_precision, plan_device
+    from generation.device import CPU_PLAN, cpu_precision, plan_device
 
     emulating = _facts({**CPU_BOX, "cpu_bf16": False})
     changes, note = cpu_precision(CPU_PLAN, emulating, precision="bf16", autocast_bf16=True, rollout_dtype="bfloat16")
@@ -80,7 +80,7 @@ def test_bf16_runs_as_fp32_on_a_cpu_that_would_only_emulate_it():
 
 
 def test_engine_dtype_follows_the_cpu_and_the_override(monkeypatch):
-    import training.device as device
+    import generation.device as device
 
     monkeypatch.setattr(device, "cpu_computes_bf16", lambda: False)
     heard = []
@@ -96,7 +96,7 @@ def test_engine_dtype_follows_the_cpu_and_the_override(monkeypatch):
 
 def test_a_bf16_recipe_trains_in_fp32_on_a_cpu_that_would_emulate_it(tiny_home, monkeypatch):
     """The trainer runs the recipe's bf16 settings in fp32 there, says so, and names the run after what it trains."""
-    import training.device as device
+    import generation.device as device
     from pipelines.settings import open_lake
     from training.trainer import train
 
@@ -112,7 +112,7 @@ def test_a_bf16_recipe_trains_in_fp32_on_a_cpu_that_would_emulate_it(tiny_home, 
 
 
 def test_bf16_is_refused_only_on_gpus_without_native_bf16():
-    from training.device import CPU_PLAN, plan_device, precision_problem
+    from generation.device import CPU_PLAN, plan_device, precision_problem
 
     cpu_box, two_h100, one_t4 = _facts(CPU_BOX), _facts(TWO_H100), _facts(ONE_T4)
     t4 = plan_device("cuda", one_t4)
@@ -163,7 +163,7 @@ def _tiny_on(device: str, home):
     """The real tiny Llama (eager attention: sdpa's mask helper reads a value, which meta cannot)."""
     from transformers import AutoModelForCausalLM
 
-    from training.policy import load_tokenizer, policy_path
+    from generation.policy import load_tokenizer, policy_path
 
     path = policy_path("tiny", home)
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").to(device)
@@ -237,7 +237,7 @@ def test_autocast_follows_the_engine_s_device_type():
 
 FACTORIES = {"tensor", "zeros", "ones", "full", "empty", "arange", "rand", "randn", "randint", "Generator",
              "as_tensor", "linspace", "eye"}
-STEP_PATH = ("training/trainer.py", "training/generation.py", "training/losses.py")
+STEP_PATH = ("training/trainer.py", "generation/torch_engine.py", "training/losses.py")
 
 
 def _factory_calls_without_device(path: Path) -> list[str]:
@@ -292,7 +292,7 @@ def test_zero3_rollout_copy_is_a_plain_tied_model_on_the_given_device(tiny_home)
 
     import torch
 
-    from training.policy import load_policy
+    from generation.policy import load_policy
     from training.rollout_engine import zero3_rollout_copy
 
     model, tok = load_policy("tiny", home=tiny_home)

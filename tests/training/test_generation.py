@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from training.generation import Generation, GenerationEngine, SamplingParams, make_engine
+from generation.contract import Generation, GenerationEngine, SamplingParams
+from generation.factory import make_engine
 
 
 def test_sampling_params_key_is_stable_and_validates():
@@ -70,7 +71,7 @@ def test_seeded_sampling_is_reproducible_and_stop_strings_cut(tiny_home):
 def test_unknown_backend_and_policy_are_clear(tiny_home):
     with pytest.raises(ValueError, match="unknown generation backend"):
         make_engine("tiny", backend="onnx")
-    from training.policy import PolicyError
+    from generation.policy import PolicyError
 
     with pytest.raises(PolicyError, match="unknown policy 'nope'"):
         make_engine("nope")
@@ -111,7 +112,7 @@ def test_inverse_cdf_sampler_draws_from_the_filtered_distribution():
     top-k, and a token outside the top-k is never picked."""
     import torch
 
-    from training.generation import _filtered_logits, pick_tokens
+    from generation.torch_engine import _filtered_logits, pick_tokens
 
     logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])
     params = SamplingParams(temperature=0.7, top_k=4)
@@ -129,7 +130,7 @@ def test_inverse_cdf_sampler_draws_from_the_filtered_distribution():
 
 
 def test_length_batches_group_long_prompts_small_and_short_ones_big():
-    from training.generation import length_batches
+    from generation.torch_engine import length_batches
 
     lengths = [100, 16000, 50, 16000, 8000, 120, 8000, 90]
     batches = length_batches(lengths, per_row=1, max_rows=64, max_tokens=32_000)
@@ -144,7 +145,7 @@ def test_length_batches_group_long_prompts_small_and_short_ones_big():
 
 
 def test_chunked_prefill_and_token_budgets_change_nothing_but_the_cost(tiny_home):
-    from training.generation import TorchEngine
+    from generation.torch_engine import TorchEngine
 
     engine = make_engine("tiny", dtype="float32")
     prompts = ["word " * 300 + "What next?", "Hello there", "count 1 2 3 4 5 6 7 8 9 " * 20]

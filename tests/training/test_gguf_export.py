@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from training.generation import SamplingParams, cut_at_stop, make_engine
+from generation.contract import SamplingParams
+from generation.torch_engine import cut_at_stop
+from generation.factory import make_engine
 
 bindings = pytest.importorskip("ik_llama_cpp", reason="the `variants` extra (ik-llama-cpp-python) is not installed")
 
-from training.gguf_export import GGUF_QUANTS, export_gguf, gguf_quant_of  # noqa: E402
-from training.llamacpp_engine import LlamaCppEngine  # noqa: E402
+from generation.gguf_export import GGUF_QUANTS, export_gguf, gguf_quant_of  # noqa: E402
+from generation.llamacpp_engine import LlamaCppEngine  # noqa: E402
 
 QUESTIONS = ["What is 12 + 30?", "Hello there", "Tell me about the csv module and its readers.",
              "Explain 7 + 8 step by step"]

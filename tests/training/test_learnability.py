@@ -127,7 +127,8 @@ def test_new_mixture_fields_leave_existing_run_names_alone():
 def test_rollout_gen_params_are_the_ones_pass_rate_measurement_records():
     """The trainer looks its pass rates up by the fields evaluation.sweep hashes: the two must agree."""
     from evaluation.sweep import generation_config
-    from training.learnability import gen_params_of, rollout_sampling
+    from generation.contract import gen_params_of
+    from training.learnability import rollout_sampling
 
     config = load_recipe("tiny", top_k=5, stop=["\n\n"], temperature=0.9)
     params = rollout_sampling(config)

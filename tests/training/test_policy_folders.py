@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from training import policy
+from generation import policy
 
 
 @pytest.fixture()

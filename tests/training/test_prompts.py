@@ -1,4 +1,4 @@
-"""One chat-prompt formatting (training.prompts) for GRPO rollouts, both engines and the sweep key."""
+"""One chat-prompt formatting (generation.prompts) for GRPO rollouts, both engines and the sweep key."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from training.prompts import (RAW_PROMPT, chat_prompt, chat_template_in_use, prompt_format_id,
+from generation.prompts import (RAW_PROMPT, chat_prompt, chat_template_in_use, prompt_format_id,
                               prompt_format_of_folder, prompt_format_of_tokenizer, prompt_ids)
 
 ROWS = [{"id": "r0", "prompt": "What is 17 + 25?", "answer": "42"},
@@ -37,8 +37,8 @@ def _trainer_rollout_prompt_ids(tokenizer, model, rows: list[dict]) -> list[list
 
 
 def test_trainer_rollouts_and_engine_sweeps_give_the_same_prompt_token_ids(tiny_home):
-    from training.generation import make_engine
-    from training.vllm_engine import VllmEngine
+    from generation.factory import make_engine
+    from generation.vllm_engine import VllmEngine
 
     engine = make_engine("tiny", home=str(tiny_home), dtype="float32")
     rollout_ids = _trainer_rollout_prompt_ids(engine.tokenizer, engine.model, ROWS)
@@ -58,7 +58,7 @@ def test_trainer_rollouts_and_engine_sweeps_give_the_same_prompt_token_ids(tiny_
 
 
 def test_the_prompt_format_follows_the_template_the_formatting_applies(tiny_home):
-    from training.policy import load_tokenizer
+    from generation.policy import load_tokenizer
 
     tokenizer = load_tokenizer("tiny", tiny_home)
     original = prompt_format_of_tokenizer(tokenizer)
@@ -88,7 +88,7 @@ def test_the_prompt_format_follows_the_template_the_formatting_applies(tiny_home
 def test_the_folder_format_is_the_format_of_the_tokenizer_loaded_from_it(tiny_home, tmp_path):
     """Read from the files without loading (sweeps key a fully cached re-run on it) and from the
     loaded tokenizer (what the engine then checks): the same answer for each way of storing it."""
-    from training.policy import load_tokenizer
+    from generation.policy import load_tokenizer
 
     source = tiny_home / "models" / "tiny"
     template = "{% for m in messages %}[{{ m['content'] }}]{% endfor %}>"

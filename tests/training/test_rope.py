@@ -1,4 +1,4 @@
-"""RoPE scaling (training.rope): specs, config rewrites, what each type does to a real model, the
+"""RoPE scaling (generation.rope): specs, config rewrites, what each type does to a real model, the
 sweep's cache key and the vLLM length it sizes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from training.rope import RopeScaling, RopeScalingError
+from generation.rope import RopeScaling, RopeScalingError
 
 SMOLLM2_LIKE = {"max_position_embeddings": 8192, "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}}
 
@@ -54,7 +54,7 @@ def _last_logits(model, length: int, start: int = 0):
 @pytest.fixture(scope="module")
 def tiny_models(tiny_source):
     """The tiny policy (trained length 1,024) loaded as trained and with each scaling."""
-    from training.policy import load_policy
+    from generation.policy import load_policy
 
     specs = (None, "linear:2", "dynamic:2", "yarn:2")
     return {spec: load_policy(str(tiny_source), dtype="float32", rope_scaling=spec)[0] for spec in specs}
@@ -77,7 +77,7 @@ def test_each_scaling_reaches_the_model_and_changes_what_it_computes_where_it_sh
 
 
 def test_a_bad_spec_fails_before_the_model_loads(tiny_source):
-    from training.policy import load_policy
+    from generation.policy import load_policy
 
     with pytest.raises(RopeScalingError, match="TYPE:FACTOR"):
         load_policy(str(tiny_source), rope_scaling="ntk-aware:2")
@@ -86,7 +86,7 @@ def test_a_bad_spec_fails_before_the_model_loads(tiny_source):
 def test_the_sweep_keys_results_by_the_scaling_and_keeps_unscaled_keys_unchanged():
     from evaluation.sweep import generation_config
     from evaluation.sweep_config import SweepConfig
-    from training.generation import SamplingParams
+    from generation.contract import SamplingParams
 
     params = SamplingParams(max_new_tokens=24)
     plain = generation_config(params, "chatml")
@@ -121,7 +121,8 @@ def test_pass_rates_and_the_trainer_key_a_scaled_policys_samples_as_the_sweep_do
     from evaluation.pass_rate_config import PassRateConfig
     from evaluation.sweep import generation_config
     from training.config import load_recipe
-    from training.learnability import gen_params_of, rollout_sampling
+    from generation.contract import gen_params_of
+    from training.learnability import rollout_sampling
 
     recipe = load_recipe("tiny", domains=["x"], rope_scaling="yarn:2")
     params = rollout_sampling(recipe)

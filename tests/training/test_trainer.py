@@ -80,7 +80,8 @@ def test_tiny_recipe_learns_the_toy_domain_and_tracks_it(tiny_home, toy_registry
     versions = client.search_model_versions("name='assay-policy'")
     assert [v.tags["checkpoint"] for v in versions] == [result.checkpoint]
 
-    from training.generation import SamplingParams, make_engine
+    from generation.contract import SamplingParams
+    from generation.factory import make_engine
 
     engine = make_engine(result.checkpoint, dtype="float32")
     out = engine.generate(["Write digits 3:"], SamplingParams(max_new_tokens=8, temperature=1.0, n=8, seed=0))
@@ -175,8 +176,9 @@ def test_trainer_logprobs_are_those_of_the_sampling_temperature(tiny_home):
 
     import torch
 
-    from training.generation import SamplingParams, decode_batch
-    from training.policy import load_policy
+    from generation.contract import SamplingParams
+    from generation.torch_engine import decode_batch
+    from generation.policy import load_policy
     from training.trainer import Rollout, build_batch, completion_logprobs
 
     model, tok = load_policy("tiny", dtype="float32", home=tiny_home)
@@ -236,7 +238,7 @@ def exact_update_rig(config, home):
     import torch
 
     from training.engine import build_engine, setup_distributed
-    from training.policy import load_policy
+    from generation.policy import load_policy
     from training.trainer import GRPOTrainer
 
     model, tok = load_policy("tiny", dtype="float32", home=home)

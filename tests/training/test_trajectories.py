@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from training.generation import DecodedRow, SamplingParams
+from generation.torch_engine import DecodedRow
+from generation.contract import SamplingParams
 from training.trajectories import run_trajectories
 
 TASKS = Path(__file__).resolve().parents[2] / "domains" / "builtin" / "terminal_tasks"
@@ -45,7 +46,7 @@ class ScriptedTokens:
 
 @pytest.fixture
 def tokenizer(tiny_home):
-    from training.policy import load_tokenizer
+    from generation.policy import load_tokenizer
 
     return load_tokenizer("tiny", tiny_home)
 

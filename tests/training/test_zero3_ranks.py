@@ -69,10 +69,11 @@ def _step0_per_rank(home, registry, seed: int, world: int = 2) -> list[tuple[str
     from pipelines.settings import open_lake
     from training.config import load_recipe
     from training.data import load_training_data
-    from training.generation import SamplingParams, decode_batch, derive_seed
+    from generation.contract import SamplingParams, derive_seed
+    from generation.torch_engine import decode_batch
     from training.mixture import DomainMixture
-    from training.policy import load_policy
-    from training.prompts import prompt_ids
+    from generation.policy import load_policy
+    from generation.prompts import prompt_ids
 
     config = load_recipe("tiny", domains=["flat", "noisy"], seed=seed, **SETTINGS)
     data = load_training_data(config.domains, open_lake(home), registry=registry, allow_generate=True,

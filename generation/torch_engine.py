@@ -4,7 +4,7 @@
 :class:`GenerationEngine` whose ``generate(prompts, params, seeds=None, with_logprobs=False)`` gives
 ``params.n`` :class:`Generation` per prompt (with each token's log-prob when asked).
 
-Backends: ``torch`` (below), ``vllm`` (:mod:`training.vllm_engine`, CPU and CUDA) and ``auto``
+Backends: ``torch`` (below), ``vllm`` (:mod:`generation.vllm_engine`, CPU and CUDA) and ``auto``
 (:func:`resolve_backend`): vLLM where it is installed, serves the model, and was measured faster,
 else torch. "Measured faster" means: on this project's CPU machine, SmolLM2-135M, greedy, 32 new
 tokens, same dtype, one process, quiet machine (bench/RESULTS.md, "Sweep throughput"), vLLM
@@ -43,27 +43,21 @@ The torch backend (CPU default) is a hand-written decode loop rather than ``mode
   ``cumsum`` + ``searchsorted`` picks every row's token per step (cheaper than ``torch.multinomial``).
 
 :func:`decode_batch` is the token-level core, shared with the GRPO trainer (which needs the token
-ids, not only the text). Prompts are formatted and tokenized by :mod:`training.prompts`, as the
-trainer's are. The vLLM backend lives in :mod:`training.vllm_engine` and is imported only
+ids, not only the text). Prompts are formatted and tokenized by :mod:`generation.prompts`, as the
+trainer's are. The vLLM backend lives in :mod:`generation.vllm_engine` and is imported only
 when chosen.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import struct
-import sys
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol, Sequence, get_args, runtime_checkable
+from dataclasses import dataclass
+from typing import Sequence
 
-from training.prompts import TokenizerPrompts
+from generation.contract import (BACKENDS, SEED_BITS, Backend, Generation, GenerationEngine,  # noqa: F401
+                                 SamplingParams, Seeds, derive_seed, resolve_seeds)
+from generation.prompts import TokenizerPrompts
 
-Backend = Literal["torch", "vllm", "vllm-server", "auto"]
-"""A generation backend as configs name it (``auto``: :func:`resolve_backend`; ``vllm-server``: a running
-vLLM server, :mod:`training.vllm_server`, never chosen by ``auto``)."""
-BACKENDS: tuple[str, ...] = get_args(Backend)
 TORCH_OPTIONS = ("dtype", "max_batch_size", "max_batch_tokens", "prefill_chunk_tokens", "rope_scaling", "threads", "home")
 DEFAULT_MAX_BATCH_TOKENS = 32_768
 """Prompt tokens (padding included) one torch-engine batch may hold: a batch of 16k-token prompts
@@ -74,102 +68,6 @@ Measured on CPU (bench/RESULTS.md "Long context"): chunks of 4,096 made SmolLM2'
 slower and saved 2% of peak memory (torch's CPU sdpa holds no full attention matrix, and a chunk
 after the first needs an explicit mask), so chunking is an option (for models or batches whose
 activations, not the KV cache, fill memory), not the default."""
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to sample; ``temperature=0`` is greedy. ``n`` completions per prompt."""
-
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    stop: tuple[str, ...] = ()
-    n: int = 1
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.stop, str):
-            object.__setattr__(self, "stop", (self.stop,))
-        object.__setattr__(self, "stop", tuple(self.stop))
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be a positive int, got {self.max_new_tokens!r}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k!r}")
-        if not isinstance(self.n, int) or self.n < 1:
-            raise ValueError(f"n must be a positive int, got {self.n!r}")
-        if any(not isinstance(s, str) or not s for s in self.stop):
-            raise ValueError(f"stop must hold non-empty strings, got {self.stop!r}")
-
-    def key(self) -> str:
-        """Stable hash of the parameters (a cache key for sweeps)."""
-        blob = json.dumps(asdict(self), sort_keys=True, default=list)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-@dataclass
-class Generation:
-    text: str                 # completion text (stop string excluded)
-    completion_tokens: int
-    prompt_tokens: int
-    finish_reason: str        # "stop" | "length"
-    latency_s: float          # wall time of the batch share for this completion
-    token_ids: list[int] = field(default_factory=list, repr=False)  # completion ids
-    # log p(token) of each completion token under the distribution it was sampled from (asked for
-    # with ``with_logprobs``); None otherwise
-    token_logprobs: list[float] | None = field(default=None, repr=False)
-
-
-Seeds = Sequence[Sequence[int]]
-"""``seeds[i][j]``: the seed of sample j of prompt i (``params.n`` per prompt)."""
-
-SEED_BITS = 63  # torch.Generator, vLLM and numpy all take a non-negative int64
-
-
-def derive_seed(*parts: object) -> int:
-    """A stable seed from ``parts`` (str/int/float/None): the same in every process and Python
-    version (a BLAKE2b digest, not ``hash()``, which is salted per process for strings)."""
-    digest = hashlib.blake2b(digest_size=8)
-    for part in parts:
-        if not isinstance(part, (str, int, float, type(None))) or isinstance(part, bool):
-            raise TypeError(f"derive_seed takes str/int/float/None parts, got {type(part).__name__} {part!r}")
-        blob = repr(part).encode()
-        digest.update(struct.pack("<Q", len(blob)) + blob)  # length-prefixed: ("ab","c") != ("a","bc")
-    return int.from_bytes(digest.digest(), "little") >> (64 - SEED_BITS)
-
-
-def resolve_seeds(seeds: Seeds | None, params: SamplingParams, n_prompts: int) -> list[list[int]] | None:
-    """The per-sample seeds to use: ``seeds`` (validated), else derived from ``params.seed``, else
-    None (fresh randomness). Always None for greedy decoding, which draws nothing."""
-    if params.temperature == 0:
-        return None
-    if seeds is None:
-        if params.seed is None:
-            return None
-        return [[derive_seed(params.seed, i, j) for j in range(params.n)] for i in range(n_prompts)]
-    seeds = [list(per_prompt) for per_prompt in seeds]
-    if len(seeds) != n_prompts or any(len(per_prompt) != params.n for per_prompt in seeds):
-        raise ValueError(f"seeds must hold {params.n} seed(s) (params.n) for each of the {n_prompts} prompts, "
-                         f"got lengths {[len(p) for p in seeds]}")
-    bad = [s for per_prompt in seeds for s in per_prompt
-           if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2 ** SEED_BITS]
-    if bad:
-        raise ValueError(f"seeds must be ints in [0, 2**{SEED_BITS}), got {bad[0]!r}: use derive_seed(...)")
-    return seeds
-
-
-@runtime_checkable
-class GenerationEngine(Protocol):
-    name: str
-
-    def generate(self, prompts: list[str], params: SamplingParams, seeds: Seeds | None = None, *,
-                 with_logprobs: bool = False) -> list[list[Generation]]: ...
-
-    def format_prompt(self, user_text: str) -> str: ...  # training.prompts.chat_prompt
 
 
 # -- the token-level decode loop ----------------------------------------------------------------
@@ -484,7 +382,7 @@ class TorchEngine(TokenizerPrompts):
         self.max_batch_tokens = max_batch_tokens
         self.prefill_chunk_tokens = prefill_chunk_tokens
         self.policy_ref = policy_ref
-        self.rope_scaling = rope_scaling  # the spec the model was loaded with (training.rope), provenance
+        self.rope_scaling = rope_scaling  # the spec the model was loaded with (generation.rope), provenance
         self.label: str | None = None  # what was done to the weights (a variant's method, e.g. int8), provenance
         self.stats = DecodeStats()  # accumulated over every generate call
 
@@ -536,121 +434,3 @@ class TorchEngine(TokenizerPrompts):
 # scheduling costs more than the decoding (64 samples x 16 tokens: 0.10 s vs 0.035 s for the torch
 # engine, plus ~10 s to import vLLM and start the engine). Sizes in between are unmeasured: the
 # switch sits just below the smallest model measured faster.
-AUTO_VLLM_MIN_PARAMETERS = 100_000_000
-
-
-def stored_parameters(model_dir) -> int | None:
-    """Number of weights stored in a model folder's safetensors files, read from their headers
-    (nothing is loaded); None when there are none."""
-    from pathlib import Path
-
-    total, found = 0, False
-    for file in sorted(Path(model_dir).glob("*.safetensors")):
-        with open(file, "rb") as handle:
-            size = struct.unpack("<Q", handle.read(8))[0]
-            header = json.loads(handle.read(size))
-        for name, info in header.items():
-            if name != "__metadata__":
-                count = 1
-                for dim in info["shape"]:
-                    count *= dim
-                total += count
-                found = True
-    return total if found else None
-
-
-def resolve_backend(backend: str, model_dir) -> tuple[str, str]:
-    """``(engine, why)``: the engine a backend choice means for a model folder. ``torch`` and
-    ``vllm`` mean themselves; ``auto`` means vLLM when it is installed, serves the model on this
-    device (:func:`training.vllm_engine.unsupported_reason`, read without importing vLLM) and the
-    model is at least :data:`AUTO_VLLM_MIN_PARAMETERS` large (where vLLM was measured faster; see
-    the module docstring), else torch."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown generation backend {backend!r} (known: {', '.join(BACKENDS)})")
-    if backend != "auto":
-        return backend, f"{backend} (asked for)"
-    from training.vllm_engine import unsupported_reason
-
-    problem = unsupported_reason(model_dir)
-    if problem:
-        return "torch", f"torch (auto: {problem})"
-    size = stored_parameters(model_dir)
-    if size is not None and size < AUTO_VLLM_MIN_PARAMETERS:
-        return "torch", (f"torch (auto: {size / 1e6:.1f}M parameters, below the {AUTO_VLLM_MIN_PARAMETERS / 1e6:.0f}M "
-                         "from which vLLM was measured faster)")
-    return "vllm", "vllm (auto: installed, serves this model, measured faster at its size)"
-
-
-_said: set[str] = set()
-
-
-def _log_once(message: str) -> None:
-    if message not in _said:
-        _said.add(message)
-        print(message, file=sys.stderr, flush=True)
-
-
-def make_engine(policy_ref: str = "smollm2", backend: str = "torch", **options: Any) -> GenerationEngine:
-    """A generation engine for a policy reference (see :mod:`training.policy`).
-
-    torch options: ``dtype`` ("float32" | "bfloat16"; default bfloat16, about 1.6x faster here),
-    ``max_batch_size`` (default 64), ``max_batch_tokens`` and ``prefill_chunk_tokens`` (see
-    :func:`decode_batch`), ``rope_scaling`` (a :mod:`training.rope` spec), ``threads`` (torch
-    intra-op threads), ``home`` (ASSAY_HOME).
-    vllm options: :class:`training.vllm_engine.VllmOptions` (``dtype``, ``home``, memory settings).
-    ``auto`` (:func:`resolve_backend`) passes each engine the options it knows and drops the other
-    engine's (e.g. ``max_batch_size`` when vLLM is chosen: vLLM schedules its own batches).
-    """
-    from training.policy import policy_path
-    from training.variants import read_manifest, variant_engine
-
-    folder = policy_path(policy_ref, options.get("home"))
-    manifest = read_manifest(folder)
-    if manifest is not None:  # a variant is served by its method's engine, whatever the backend asked
-        from training.device import engine_dtype
-
-        _log_once(f"generation engine: variant {manifest.variant} ({manifest.method}), backend {backend!r} not used")
-        dtype = engine_dtype(options.get("dtype", "bfloat16"), "cpu", log=_log_once)  # its torch parts run on the CPU
-        return variant_engine(folder, manifest, **{**options, "dtype": dtype})
-    if backend == "auto":
-        from training.vllm_engine import VllmOptions
-
-        backend, _ = resolve_backend("auto", folder)
-        known = TORCH_OPTIONS if backend == "torch" else tuple(VllmOptions.model_fields)
-        options = {k: v for k, v in options.items() if k in known}
-    if backend == "vllm-server":  # a running vLLM server (training.vllm_server): it runs its own dtype
-        from training.vllm_server import VllmServerEngine
-
-        return VllmServerEngine(policy_ref, **options)
-    if backend in ("torch", "vllm"):  # bf16 where the CPU would only emulate it: fp32 (training.device)
-        import torch
-
-        from training.device import engine_dtype
-
-        # the torch engine computes on the CPU; vLLM on the GPU when its CUDA build sees one
-        device = "cuda" if backend == "vllm" and torch.cuda.is_available() else "cpu"
-        options = {**options, "dtype": engine_dtype(options.get("dtype", "bfloat16"), device, log=_log_once)}
-    if backend == "vllm":
-        from training.vllm_engine import VllmEngine
-
-        return VllmEngine(policy_ref, **options)
-    if backend != "torch":
-        raise ValueError(f"unknown generation backend {backend!r} (known: {', '.join(BACKENDS)})")
-    import torch
-
-    from training.policy import load_policy
-
-    unknown = set(options) - set(TORCH_OPTIONS)
-    if unknown:
-        raise ValueError(f"unknown torch engine options {sorted(unknown)} (known: {', '.join(TORCH_OPTIONS)})")
-    if options.get("threads"):
-        torch.set_num_threads(int(options["threads"]))
-    from training.rope import RopeScaling
-
-    scaling = RopeScaling.parse(options.get("rope_scaling"))
-    model, tokenizer = load_policy(policy_ref, dtype=options.get("dtype", "bfloat16"), home=options.get("home"),
-                                   rope_scaling=scaling.spec if scaling else None)
-    return TorchEngine(model, tokenizer, max_batch_size=int(options.get("max_batch_size", 64)),
-                       max_batch_tokens=int(options.get("max_batch_tokens", DEFAULT_MAX_BATCH_TOKENS)),
-                       prefill_chunk_tokens=int(options.get("prefill_chunk_tokens", DEFAULT_PREFILL_CHUNK_TOKENS)),
-                       policy_ref=policy_ref, rope_scaling=scaling.spec if scaling else None)

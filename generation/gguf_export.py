@@ -1,7 +1,7 @@
 """GGUF export: a Hugging Face Llama checkpoint as a llama.cpp model file, plain or quantized.
 
 A *variant* of a policy checkpoint (``gguf-q8_0``, ``gguf-q4_0``) is the same weights served by
-llama.cpp (:mod:`training.llamacpp_engine`) at lower precision: what a deployment would run. The
+llama.cpp (:mod:`generation.llamacpp_engine`) at lower precision: what a deployment would run. The
 file is built here, not by llama.cpp's conversion script (not installed, and it tracks
 llama.cpp's main branch): ``export_gguf(model_dir, out_path, quant=...)`` writes
 
@@ -27,7 +27,7 @@ What a llama-arch GGUF must hold, and how a Hugging Face folder maps onto it:
   id order (added special tokens typed CONTROL, other added tokens USER_DEFINED, ids the embedding
   has but the tokenizer lacks padded as UNUSED), its merges, the pre-tokenizer's name
   (:data:`PRE_TOKENIZERS`), bos/eos/pad/unk ids, whether a BOS is prepended, and the chat template
-  the project's prompts use (:mod:`training.prompts`).
+  the project's prompts use (:mod:`generation.prompts`).
 
 Only what the project's policies are is accepted (Llama, byte-level BPE, plain RoPE, no biases):
 anything else fails with the reason, not with a file llama.cpp would load and run wrongly. Files
@@ -208,7 +208,7 @@ def _token_content(value: Any) -> str | None:
 
 
 def _chat_template(model_dir: Path) -> str | None:
-    """The chat template :mod:`training.prompts` applies, from the same files in the same order
+    """The chat template :mod:`generation.prompts` applies, from the same files in the same order
     (``chat_template.jinja``, then ``tokenizer_config.json``, then ``chat_template.json``; named
     templates: their ``default``)."""
     jinja = model_dir / "chat_template.jinja"
@@ -376,7 +376,7 @@ def _quantize(source: Path, target: Path, quant: str) -> None:
     """llama.cpp's quantizer (``llama-quantize``): ``source`` (f32 GGUF) to ``target`` in ``quant``."""
     import subprocess
 
-    from training.llamacpp_engine import INSTALL_HINT
+    from generation.llamacpp_engine import INSTALL_HINT
 
     try:
         from ik_llama_cpp import find_quantize_bin

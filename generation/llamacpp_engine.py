@@ -1,14 +1,14 @@
 """The llama.cpp generation engine: a GGUF variant of a policy (``gguf-q8_0``, ``gguf-q4_0``), served.
 
-A quantized GGUF (:mod:`training.gguf_export`) is what a deployment would run; sweeping it with
+A quantized GGUF (:mod:`generation.gguf_export`) is what a deployment would run; sweeping it with
 the same prompts, seeds and scoring as the policy it came from measures what the quantization
 costs. So this engine keeps everything but the forward pass identical to
-:class:`training.generation.TorchEngine`:
+:class:`generation.torch_engine.TorchEngine`:
 
 - prompts are formatted and tokenized by the policy's Hugging Face tokenizer
-  (:mod:`training.prompts`) and the ids handed to llama.cpp: both engines read the same token ids,
+  (:mod:`generation.prompts`) and the ids handed to llama.cpp: both engines read the same token ids,
   and ``prompt_format`` (the sweep cache key) is the same;
-- completions are decoded by that tokenizer (:func:`training.generation.completion_text`), cut at
+- completions are decoded by that tokenizer (:func:`generation.torch_engine.completion_text`), cut at
   stop strings the same way; decoding stops at any EOS id of the tokenizer, ``config.json`` or
   ``generation_config.json``, at a stop string, or at ``max_new_tokens``;
 - sampling is the torch engine's own (``pick_tokens`` on llama.cpp's logits, temperature /
@@ -49,9 +49,9 @@ import weakref
 from pathlib import Path
 
 # the torch engine's stop check and sampler: shared so both engines turn a seed into the same draws
-from training.generation import (SEED_BITS, Generation, SamplingParams, Seeds, pick_tokens, RowNoise, StopChecker,
-                                 completion_text, resolve_seeds)
-from training.prompts import TokenizerPrompts
+from generation.contract import SEED_BITS, Generation, SamplingParams, Seeds, resolve_seeds
+from generation.torch_engine import pick_tokens, RowNoise, StopChecker, completion_text
+from generation.prompts import TokenizerPrompts
 
 INSTALL_HINT = "`pip install ik-llama-cpp-python` (the `variants` extra; `make install` installs it)"
 BINDINGS = "ik-llama-cpp-python"
@@ -68,7 +68,7 @@ def import_bindings():
 
 
 class LlamaCppEngine(TokenizerPrompts):
-    """A llama.cpp model (a GGUF file) behind the :class:`training.generation.GenerationEngine`
+    """A llama.cpp model (a GGUF file) behind the :class:`generation.contract.GenerationEngine`
     interface, with the Hugging Face tokenizer of the policy it was exported from."""
 
     name = "llama.cpp"
@@ -78,11 +78,11 @@ class LlamaCppEngine(TokenizerPrompts):
         bindings = import_bindings()
         from transformers import AutoTokenizer
 
-        from training.gguf_export import gguf_quant_of
+        from generation.gguf_export import gguf_quant_of
 
         gguf_path, tokenizer_dir = Path(gguf_path), Path(tokenizer_dir)
         if not gguf_path.is_file():
-            raise FileNotFoundError(f"no GGUF file at {gguf_path}: write one with training.gguf_export.export_gguf")
+            raise FileNotFoundError(f"no GGUF file at {gguf_path}: write one with generation.gguf_export.export_gguf")
         if not isinstance(n_ctx, int) or n_ctx < 16:
             raise ValueError(f"n_ctx must be an int >= 16 (prompt + completion tokens), got {n_ctx!r}")
         threads = threads or len(os.sched_getaffinity(0))

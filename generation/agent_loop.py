@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from training.generation import SamplingParams, derive_seed
+from generation.contract import SamplingParams, derive_seed
 
 TOOL_FORMAT = (
     "You are working in a Linux shell, in the folder that holds the task's files.\n"
@@ -167,7 +167,7 @@ def run_episodes(engine, tasks: Sequence, params: SamplingParams, *, seed: int =
     ``derive_seed(episode_seeds[i], t)`` when given (a sweep's per-sample seeds).
     ``terminal_factory(task)`` / ``judge(task, workdir)`` default to the sandboxed terminal and the
     task's hidden tests."""
-    from training.prompts import chat_messages_prompt
+    from generation.prompts import chat_messages_prompt
 
     if terminal_factory is None or judge is None:
         from sandbox.terminal import TerminalEpisode, run_hidden_tests

@@ -1,10 +1,10 @@
 """vLLM in server mode: rollouts and sweeps served by a running ``vllm serve`` (another node, or a
-local process), behind the same interface as the colocated :class:`training.vllm_engine.VllmEngine`.
+local process), behind the same interface as the colocated :class:`generation.vllm_engine.VllmEngine`.
 
 :class:`VllmServerEngine` (backend ``vllm-server``, ``make_engine(policy, "vllm-server",
 server_url=...)``) has the colocated engine's methods: ``generate`` / ``generate_ids`` (``params.n``
-:class:`~training.generation.Generation` per prompt, with each token's log-prob when asked),
-``format_prompt`` / ``encode`` (:class:`training.prompts.TokenizerPrompts`, from the policy folder's
+:class:`~generation.contract.Generation` per prompt, with each token's log-prob when asked),
+``format_prompt`` / ``encode`` (:class:`generation.prompts.TokenizerPrompts`, from the policy folder's
 tokenizer: the server is sent token ids, never text), ``identity``, ``load_weights`` and ``close``.
 
 Requests: ``POST /v1/completions`` with the prompt as token ids, ``return_token_ids`` and, when asked,
@@ -25,8 +25,8 @@ different model is refused too). Every HTTP call has a timeout (``connect_timeou
 What the server must run with (``serve_args`` gives the list; :func:`start_local_server` uses it):
 ``--logprobs-mode processed_logprobs`` (log-probs of the distribution a token was sampled from, what
 importance sampling compares with the trainer's), ``--generation-config vllm``, on CPU
-``--no-enable-chunked-prefill`` (the seeded-sampling crash :mod:`training.vllm_engine` documents), and,
-for weight pushes, ``--worker-extension-cls training.vllm_server.AssayWorkerExtension`` with
+``--no-enable-chunked-prefill`` (the seeded-sampling crash :mod:`generation.vllm_engine` documents), and,
+for weight pushes, ``--worker-extension-cls generation.vllm_server.AssayWorkerExtension`` with
 ``VLLM_SERVER_DEV_MODE=1`` in its environment (which exposes ``/collective_rpc``, ``/pause``,
 ``/resume`` and ``/reset_prefix_cache``: a development interface, so such a server belongs on a
 private network, never on a public address).
@@ -65,6 +65,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -76,15 +77,23 @@ from typing import Any, Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from training.engine import free_port
-from training.generation import Generation, SamplingParams, Seeds, completion_text, resolve_seeds
-from training.prompts import TokenizerPrompts
+from generation.contract import Generation, SamplingParams, Seeds, resolve_seeds
+from generation.torch_engine import completion_text
+from generation.prompts import TokenizerPrompts
 
 BACKEND = "vllm-server"
-WORKER_EXTENSION = "training.vllm_server.AssayWorkerExtension"
+WORKER_EXTENSION = "generation.vllm_server.AssayWorkerExtension"
 REPO = Path(__file__).resolve().parents[1]
 WEIGHTS_FILE = "model.safetensors"
 SERVER_URL_ENV = "ASSAY_VLLM_SERVER_URL"
+
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class VllmServerError(RuntimeError):
@@ -145,7 +154,7 @@ class VllmServerOptions(BaseModel):
 
 class AssayWorkerExtension:
     """Methods vLLM adds to each of the server's workers (``--worker-extension-cls
-    training.vllm_server.AssayWorkerExtension``), called through ``/collective_rpc``. Only strings
+    generation.vllm_server.AssayWorkerExtension``), called through ``/collective_rpc``. Only strings
     travel over that endpoint: arguments are paths, results are JSON-able dicts."""
 
     def assay_info(self) -> dict:
@@ -221,7 +230,7 @@ class VllmServerEngine(TokenizerPrompts):
     def __init__(self, policy_ref: str, **options: Any):
         import httpx
 
-        from training.policy import load_tokenizer, policy_path
+        from generation.policy import load_tokenizer, policy_path
 
         opts = VllmServerOptions(**options)
         if opts.rope_scaling:
@@ -312,7 +321,7 @@ class VllmServerEngine(TokenizerPrompts):
                                   f"request {timeout or self.options.request_timeout_s} s)") from exc
         except httpx.TransportError as exc:
             raise VllmServerError(f"the vLLM server at {self.url} is unreachable ({type(exc).__name__}: {exc}): "
-                                  "start it (`vllm serve <policy folder>`, see training.vllm_server.serve_args) "
+                                  "start it (`vllm serve <policy folder>`, see generation.vllm_server.serve_args) "
                                   "or fix server_url") from exc
 
     def _json(self, method: str, route: str, **kwargs) -> dict:
@@ -409,7 +418,7 @@ class VllmServerEngine(TokenizerPrompts):
         if not self.info:
             raise VllmServerError(
                 f"the vLLM server at {self.url} cannot take weight pushes: start it with VLLM_SERVER_DEV_MODE=1 and "
-                f"--worker-extension-cls {WORKER_EXTENSION} (training.vllm_server.serve_args)")
+                f"--worker-extension-cls {WORKER_EXTENSION} (generation.vllm_server.serve_args)")
         started = time.perf_counter()
         dtype = getattr(torch, self.dtype) if self.dtype else None
         items = weights.items() if isinstance(weights, Mapping) else weights
@@ -463,47 +472,6 @@ class VllmServerEngine(TokenizerPrompts):
 
 def _close(a: list[float], b: list[float]) -> bool:
     return all(abs(x - y) <= 1e-6 * max(1.0, abs(y)) for x, y in zip(a, b))
-
-
-# -- GRPO rollouts (training.rollout_engine) -------------------------------------------------------
-
-
-class VllmServerRollouts:
-    """Rollouts from a running vLLM server, which the trainer's ``sync`` pushes the policy's current
-    weights into before every step (:meth:`VllmServerEngine.load_weights`); the same three methods
-    as :class:`training.rollout_engine.VllmRollouts`. The server may start on any checkpoint of the
-    policy's shapes served under the policy folder's name: step 1 pushes the trainer's weights."""
-
-    name = BACKEND
-
-    def __init__(self, policy_dir: str, config, tokenizer, home: str | None):
-        rollout = config.rollout
-        self.tokenizer = tokenizer
-        self.zero3 = config.deepspeed.zero_stage == 3
-        self.engine = VllmServerEngine(policy_dir, server_url=rollout.server_url, sync_dir=rollout.sync_dir,
-                                       home=home, dtype=config.rollout_dtype,
-                                       max_model_len=config.max_prompt_length + config.max_completion_length)
-        if not self.engine.info:
-            self.engine.close()
-            raise VllmServerError(f"the vLLM server at {self.engine.url} cannot take the trainer's weights: start it "
-                                  f"with VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls {WORKER_EXTENSION}")
-
-    def sync(self, engine) -> float:
-        """Push the DeepSpeed engine's parameters to the server (gathered one by one under ZeRO-3)."""
-        from training.rollout_engine import policy_weights
-
-        return self.engine.load_weights(policy_weights(engine.module, self.zero3))
-
-    def generate(self, prompt_ids: list[list[int]], params: SamplingParams, seeds: Seeds,
-                 with_logprobs: bool) -> list:
-        from training.generation import DecodedRow
-
-        generations = self.engine.generate_ids(prompt_ids, params, seeds, with_logprobs=with_logprobs)
-        return [[DecodedRow(i, g.token_ids, g.text, g.finish_reason, g.latency_s, g.token_logprobs)
-                 for g in per_prompt] for i, per_prompt in enumerate(generations)]
-
-    def close(self) -> None:
-        self.engine.close()
 
 
 # -- starting a server -----------------------------------------------------------------------------
