@@ -228,7 +228,7 @@ def test_grpo_rollouts_from_the_server_sample_the_weights_pushed_every_step(serv
     assert max(h["kl"] or 0 for h in rows) > 0  # the policy moved, and the server followed it
 
     # control: without the pushes the server samples whatever it holds (here the last run's weights)
-    from generation.vllm_server import VllmServerRollouts
+    from training.rollout_engine import VllmServerRollouts
 
     monkeypatch.setattr(VllmServerRollouts, "sync", lambda self, engine: 0.0)
     stale = _train(config.model_copy(update={"run_name": "vllm-server-no-push", "max_steps": 1}), toy_registry)
