@@ -38,6 +38,9 @@ if TYPE_CHECKING:  # pragma: no cover - types only
 
 EXPERIMENT = "assay"
 REGISTERED_MODEL = "assay-policy"
+# learned reward models (training.reward_model): a registered model of their own, so a reward model
+# is never taken for a policy ("latest", the champion) and a policy never for a reward model
+REWARD_MODEL_REGISTRY = "assay-reward-model"
 CHAMPION_ALIAS = "champion"
 FAST_ALIAS = "fast"  # the certified fast variant (evaluation.variants), moved only by a certification
 MLFLOW_UI_ENV = "ASSAY_MLFLOW_UI_URL"
@@ -118,10 +121,12 @@ def global_tracking_uri(tracking_uri: str) -> Iterator[None]:
 
 def register_model_version(tracking_uri: str, checkpoint: str, source: str, *, run_id: str | None,
                            model_tags: Mapping[str, str], model_params: Mapping[str, str],
-                           version_tags: Mapping[str, str], artifact_root: str | None = None) -> str:
+                           version_tags: Mapping[str, str], artifact_root: str | None = None,
+                           registered_model: str = REGISTERED_MODEL) -> str:
     """A READY LoggedModel named ``checkpoint`` (``source_run_id`` = the training run) and a new
-    version of :data:`REGISTERED_MODEL` linked to it, tagged ``checkpoint=<id>`` plus
-    ``version_tags``. Returns the LoggedModel id."""
+    version of ``registered_model`` (default :data:`REGISTERED_MODEL`; reward models go to
+    :data:`REWARD_MODEL_REGISTRY`) linked to it, tagged ``checkpoint=<id>`` plus ``version_tags``.
+    Returns the LoggedModel id."""
     from mlflow.exceptions import MlflowException
 
     store = client(tracking_uri)
@@ -129,11 +134,11 @@ def register_model_version(tracking_uri: str, checkpoint: str, source: str, *, r
                                       source_run_id=run_id, tags=dict(model_tags), params=dict(model_params))
     store.finalize_logged_model(model.model_id, "READY")
     try:
-        store.create_registered_model(REGISTERED_MODEL)
+        store.create_registered_model(registered_model)
     except MlflowException:
         pass  # already there
     with global_tracking_uri(tracking_uri):
-        store.create_model_version(REGISTERED_MODEL, source=source, run_id=run_id,
+        store.create_model_version(registered_model, source=source, run_id=run_id,
                                    tags={"checkpoint": checkpoint, **version_tags}, model_id=model.model_id)
     return model.model_id
 
