@@ -184,6 +184,31 @@ REWARD_ATTACKS = {
     "controls_ok": pl.Int64, "controls": pl.Int64, "error": pl.Utf8, "attacked_at": pl.Utf8,
 }
 
+# reward_models/reward_model=<id>/part.parquet  -- written by training.reward_model: one row per trained
+# learned reward model (a causal LM with a scalar head, Bradley-Terry on preference pairs). path: its
+# folder; pairs_fingerprint: the pairs file's content (storage.preference_pairs); shuffled_labels: a
+# control run trained on label-shuffled pairs (it must fail its gate); heldout_accuracy: share of
+# held-out pairs whose chosen answer it scored higher (ties count as wrong); config: the
+# RewardTrainConfig as JSON
+REWARD_MODELS = {
+    "reward_model": pl.Utf8, "domain": pl.Utf8, "base_model": pl.Utf8, "path": pl.Utf8, "pairs_source": pl.Utf8,
+    "pairs_fingerprint": pl.Utf8, "train_pairs": pl.Int64, "heldout_pairs": pl.Int64, "shuffled_labels": pl.Boolean,
+    "steps": pl.Int64, "final_loss": pl.Float64, "train_accuracy": pl.Float64, "heldout_accuracy": pl.Float64,
+    "train_seconds": pl.Float64, "mlflow_run_id": pl.Utf8, "mlflow_model_id": pl.Utf8, "config": pl.Utf8,
+    "created_at": pl.Utf8,
+}
+
+# reward_gates/domain=<d>/check=<id>/part.parquet  -- written by quality.reward_gate: one row per criterion
+# of one gate check of a learned reward model on labelled pairs. criterion: accuracy | kappa | enough_pairs
+# | probe:<family>; observed with its interval (ci_low, ci_high; null where none applies), threshold: the
+# bar, passed: whether it held; the check passed when every criterion did. detail: why, in words.
+REWARD_GATES = {
+    "check": pl.Utf8, "domain": pl.Utf8, "reward_model": pl.Utf8, "criterion": pl.Utf8, "observed": pl.Float64,
+    "ci_low": pl.Float64, "ci_high": pl.Float64, "threshold": pl.Float64, "passed": pl.Boolean, "n": pl.Int64,
+    "detail": pl.Utf8, "pairs_source": pl.Utf8, "pairs_fingerprint": pl.Utf8, "mlflow_run_id": pl.Utf8,
+    "checked_at": pl.Utf8,
+}
+
 def empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
