@@ -81,7 +81,8 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
 def _measure_pass_rates(context, lake: LakeResource, mlflow: MlflowResource, recipe: str, config) -> dict:
     """With learnability sampling (training.learnability) the run reads its rows' pass rates under
     its starting policy from the lake: measure the missing ones here, before the training process."""
-    from evaluation.pass_rates import PassRateError, measure_for_training
+    from assets.learnability_rates import measure_for_training
+    from evaluation.pass_rates import PassRateError
     from training.config import RecipeError, load_recipe
     from training.learnability import uses_pass_rates
 

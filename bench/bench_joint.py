@@ -8,7 +8,7 @@ Arms (one process each, for the same wall-clock budget: at the same time, one co
 compute; steps differ because skipped zero-variance groups cost nothing):
 
 - ``policy``: every candidate train row's pass rate under the base policy, K samples drawn with the
-  rollouts' own sampling (:func:`evaluation.pass_rates.measure_for_training`, cached in lake table
+  rollouts' own sampling (:func:`assets.learnability_rates.measure_for_training`, cached in lake table
   ``pass_rates``) and updated online by every rollout group; rows drawn ~ p(1-p), each at most
   once per epoch, those always or never passed only at the exploration weight; domains by their
   summed p(1-p) (``mixture: {strategy: learnability, items: learnability}``,
@@ -96,7 +96,7 @@ def _in_band_samples(domain, estimate, pl):
 # -- phases ----------------------------------------------------------------------------------------
 
 def measure(args: argparse.Namespace, log) -> dict:
-    from evaluation.pass_rates import measure_for_training
+    from assets.learnability_rates import measure_for_training
     from pipelines.settings import open_lake
 
     lake = open_lake(write=True)
@@ -156,11 +156,11 @@ def sweep(checkpoint: str, domains, args: argparse.Namespace, log, limit: int) -
     from evaluation.sweep import engine_factory_for, run_sweep
     from evaluation.sweep_config import SweepConfig
     from pipelines.settings import open_lake
-    from generation.checkpoints import resolve_checkpoint
+    from generation.checkpoints import ensure_checkpoint
     from generation.prompts import prompt_format_of_folder
 
     lake = open_lake(write=True)
-    record = resolve_checkpoint(checkpoint, lake, lake.mlflow_uri)
+    record = ensure_checkpoint(checkpoint, lake, lake.mlflow_uri)
     registry = get_registry()
     factory = engine_factory_for(record.path, lake, backend=args.backend, dtype="bfloat16", log=log)
     run_sweep(lake, record.checkpoint, [registry.get(d) for d in domains], factory,
@@ -178,7 +178,7 @@ def improvements(candidate: str, baseline: str, domains) -> list[dict]:
     import numpy as np
     import polars as pl
 
-    from evaluation.promotion import comparable_results
+    from evaluation.results import comparable_results
     from evaluation.regression import benjamini_hochberg, paired_test
     from pipelines.settings import open_lake
 

@@ -195,10 +195,10 @@ def policy_pass_rates(lake: Lake, tracking_uri: str, ref: str, domain, items: Se
     ``items`` (default: :func:`train_items` up to ``config.limit``). The engine (``backend`` torch,
     vllm or auto) is built only if some item is not cached. Raises
     :class:`generation.checkpoints.CheckpointError` for an unknown policy."""
-    from generation.checkpoints import resolve_checkpoint
+    from generation.checkpoints import ensure_checkpoint
     from generation.prompts import prompt_format_of_folder
 
-    record = resolve_checkpoint(ref, lake, tracking_uri)
+    record = ensure_checkpoint(ref, lake, tracking_uri)  # measuring writes: a base policy is registered
     source = "given"
     if items is None:
         items, source = train_items(lake, domain, config.limit)
@@ -229,32 +229,24 @@ def pass_rate_estimator(lake: Lake, tracking_uri: str, ref: str, *, config: Pass
     return estimate
 
 
-def measure_for_training(lake: Lake, tracking_uri: str, config, *, registry=None, allow_generate: bool = False,
-                         backend: str = "auto", log: Callable[[str], None] | None = None,
-                         progress: bool = True) -> dict[str, PassRates]:
-    """Measure (or find cached) the pass rates a GRPO run with learnability sampling reads
-    (:mod:`training.learnability`): every train row of ``config`` (a :class:`training.config.GRPOConfig`),
-    under its starting policy, K = ``mixture.pass_rate_samples``, with the rollouts' sampling, in
-    the rollouts' dtype. One engine for all domains, closed before training builds its own.
-    Nothing to do (``{}``) when the run does not sample by learnability."""
-    from domains import get_registry
-    from generation.checkpoints import resolve_checkpoint
-    from training.data import load_training_data
-    from training.learnability import pass_rate_checkpoint, rollout_sampling, uses_pass_rates
+def measure_for_rollouts(lake: Lake, tracking_uri: str, policy_ref: str, rows: dict[str, list[dict]], registry, *,
+                         params, samples: int, dtype: str, max_new_tokens: int, temperature: float, top_p: float,
+                         rope_scaling: dict | None = None, backend: str = "auto",
+                         log: Callable[[str], None] | None = None, progress: bool = True) -> dict[str, PassRates]:
+    """Measure (or find cached) the pass rates of ``policy_ref`` on ``rows`` (domain -> train rows)
+    with the rollouts' sampling ``params`` (a :class:`generation.contract.SamplingParams`), K =
+    ``samples``, in ``dtype``: what a GRPO run's learnability sampling reads. One engine for all
+    domains, built only if some item is not cached, closed before training builds its own. What a
+    run's config means (which rows, which policy, which sampling) is decided by the caller
+    (:func:`assets.learnability_rates.measure_for_training`), so evaluation never reads training's."""
+    from generation.checkpoints import ensure_checkpoint
     from generation.prompts import prompt_format_of_folder
 
-    if not uses_pass_rates(config):
-        return {}
-    registry = registry or get_registry()
-    data = load_training_data(config.domains, lake, registry=registry, allow_generate=allow_generate,
-                              generate_n=config.train_samples_per_domain, seed=config.seed)
-    record = resolve_checkpoint(pass_rate_checkpoint(config.policy), lake, tracking_uri)
-    params = rollout_sampling(config)
-    k = config.mixture.pass_rate_samples
-    build = engine_factory_for(record.path, lake, backend=backend, dtype=config.rollout_dtype, log=log,
-                               prompt_tokens=longest_prompt([registry.get(d) for d in config.domains]),
-                               max_new_tokens=config.max_completion_length,
-                               **({"rope_scaling": config.rope_scaling} if config.rope_scaling else {}))
+    record = ensure_checkpoint(policy_ref, lake, tracking_uri)
+    build = engine_factory_for(record.path, lake, backend=backend, dtype=dtype, log=log,
+                               prompt_tokens=longest_prompt([registry.get(d) for d in rows]),
+                               max_new_tokens=max_new_tokens,
+                               **({"rope_scaling": rope_scaling} if rope_scaling else {}))
     engines: list = []
 
     def factory():
@@ -264,18 +256,18 @@ def measure_for_training(lake: Lake, tracking_uri: str, config, *, registry=None
 
     results = {}
     try:
-        for name, rows in data.rows.items():
-            measured = PassRateConfig(samples=k, limit=len(rows), max_new_tokens=config.max_completion_length,
-                                      temperature=config.temperature, top_p=config.top_p, progress=progress,
-                                      rope_scaling=config.rope_scaling)
-            result = measure_pass_rates(lake, record.checkpoint, registry.get(name), rows, factory, measured,
+        for name, domain_rows in rows.items():
+            measured = PassRateConfig(samples=samples, limit=len(domain_rows), max_new_tokens=max_new_tokens,
+                                      temperature=temperature, top_p=top_p, progress=progress,
+                                      rope_scaling=rope_scaling)
+            result = measure_pass_rates(lake, record.checkpoint, registry.get(name), domain_rows, factory, measured,
                                         prompt_format=prompt_format_of_folder(record.path), params=params)
             results[name] = result
             if log:
                 s = result.summary()
-                log(f"pass rates of {record.checkpoint} on {name} (K={k}, the rollouts' sampling): {s['items']} items, "
-                    f"mean {s['mean_pass_rate']:.2f}, {s['in_band_share']:.0%} in band; {result.computed} measured, "
-                    f"{result.cached} cached, {result.seconds:.0f} s")
+                log(f"pass rates of {record.checkpoint} on {name} (K={samples}, the rollouts' sampling): "
+                    f"{s['items']} items, mean {s['mean_pass_rate']:.2f}, {s['in_band_share']:.0%} in band; "
+                    f"{result.computed} measured, {result.cached} cached, {result.seconds:.0f} s")
     finally:
         for engine in engines:
             close = getattr(engine, "close", None)

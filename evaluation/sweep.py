@@ -428,8 +428,8 @@ def rescore_cached(lake: Lake, checkpoint: str, domains: Sequence, log: Callable
 # -- reading sweeps back -------------------------------------------------------------------------
 
 def checkpoint_results(lake: Lake, checkpoint: str, domains: Iterable[str] | None = None) -> pl.DataFrame:
-    """Per-sample rows of a checkpoint's latest sweep per domain (see evaluation.promotion)."""
-    from evaluation.promotion import checkpoint_results as read
+    """Per-sample rows of a checkpoint's latest sweep per domain (the reader: evaluation.results)."""
+    from evaluation.results import checkpoint_results as read
 
     return read(lake, checkpoint, domains)
 
@@ -527,10 +527,10 @@ def sweep_checkpoint(lake: Lake, tracking_uri: str, ref: str, domains: Sequence,
     with one model load, and log the sweep to MLflow. Returns (result, MLflow run id or None).
     ``backend``: torch, vllm or auto (:func:`generation.factory.resolve_backend`), decided only
     if some sample has to be generated; ``dtype`` applies to either engine."""
-    from generation.checkpoints import resolve_checkpoint
+    from generation.checkpoints import ensure_checkpoint
 
-    # (registering the base pseudo-checkpoint handles MLflow's global-URI quirk itself, scoped)
-    record = resolve_checkpoint(ref, lake, tracking_uri)
+    # a sweep writes: a base policy swept for the first time is registered here (scoped to MLflow's URI)
+    record = ensure_checkpoint(ref, lake, tracking_uri)
 
     if config.rope_scaling:
         engine_options = {**engine_options, "rope_scaling": config.rope_scaling}

@@ -103,10 +103,10 @@ class VariantCertificate:
 
 def create_variant(lake: Lake, tracking_uri: str, parent_ref: str, config: VariantConfig, *, log: Log = print):
     """The variant's checkpoint record (made and registered unless it exists already)."""
-    from generation.checkpoints import list_checkpoints, register_checkpoint, resolve_checkpoint
+    from generation.checkpoints import ensure_checkpoint, list_checkpoints, register_checkpoint
     from generation.variants import make_variant, variant_id
 
-    parent = resolve_checkpoint(parent_ref, lake, tracking_uri)
+    parent = ensure_checkpoint(parent_ref, lake, tracking_uri)
     if parent.is_variant:
         raise VariantRefused(f"{parent.checkpoint} is itself a variant (of {parent.variant_of}): make variants of "
                              f"the checkpoint it serves, {parent.variant_of}")
@@ -180,7 +180,7 @@ def scope_items(domains: Sequence, limit: int | None) -> pl.DataFrame:
 def equivalence(lake: Lake, tracking_uri: str, parent: str, variant: str, domains: Sequence, config: VariantConfig,
                 *, log: Log = print):
     from evaluation.noninferiority import noninferiority_report
-    from evaluation.promotion import comparable_results
+    from evaluation.results import comparable_results
     from evaluation.sweep import sweep_checkpoint
     from evaluation.sweep_config import SweepConfig
 

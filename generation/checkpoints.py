@@ -125,15 +125,25 @@ def ensure_base_checkpoint(recipe: str, lake: Lake, tracking_uri: str) -> Checkp
                                recipe=recipe, base_model=recipe, domains=[])
 
 
+def ensure_checkpoint(ref: str, lake: Lake, tracking_uri: str) -> CheckpointRecord:
+    """:func:`resolve_checkpoint` for a writer (a sweep, a pass-rate measurement, a variant): a
+    ``base-<recipe>`` not yet known is registered first (lake row + MLflow model version)."""
+    if ref.startswith("base-") and not any(r.checkpoint == ref for r in list_checkpoints(lake)):
+        return ensure_base_checkpoint(ref[len("base-"):], lake, tracking_uri)
+    return resolve_checkpoint(ref, lake, tracking_uri)
+
+
 def resolve_checkpoint(ref: str, lake: Lake, tracking_uri: str) -> CheckpointRecord:
     """``ref``: a checkpoint id, ``"latest"`` (the newest trained checkpoint, variants aside),
-    ``"champion"``, ``"fast"`` (the certified fast variant) or ``"base-<recipe>"``."""
+    ``"champion"``, ``"fast"`` (the certified fast variant) or ``"base-<recipe>"``. Only reads:
+    a base policy never swept or measured is not registered yet (:func:`ensure_checkpoint` does)."""
     records = list_checkpoints(lake)
     for record in records:  # an exact id first: a variant of a base model starts with "base-" too
         if record.checkpoint == ref:
             return record
     if ref.startswith("base-"):
-        return ensure_base_checkpoint(ref[len("base-"):], lake, tracking_uri)
+        raise CheckpointError(f"checkpoint {ref!r} is not registered yet: a sweep or a pass-rate measurement of it "
+                              f"registers it (`assay sweep --checkpoint {ref}`)")
     if ref == "latest":
         trained = [r for r in records if not r.checkpoint.startswith("base-") and not r.is_variant]
         if not trained:

@@ -143,7 +143,7 @@ def load_item_pass_rates(lake: Lake, config, rows: dict[str, list[dict]], prompt
             raise LearnabilityError(
                 f"{len(missing)} of {len(domain_rows)} train items of {domain!r} have no pass rate under {checkpoint} "
                 f"(K={samples}, the rollouts' sampling; first: {missing[0]!r}): `assay train` measures them before "
-                "it starts; from Python call evaluation.pass_rates.measure_for_training first, or set "
+                "it starts; from Python call assets.learnability_rates.measure_for_training first, or set "
                 "mixture.items: uniform and a mixture.strategy other than learnability")
         rates[domain] = {r["id"]: float(stored[r["id"]]) for r in domain_rows}
         if not any(0.0 < p < 1.0 for p in rates[domain].values()):

@@ -127,7 +127,8 @@ def run_train(args: argparse.Namespace) -> int:
     lake = open_lake(write=True)
     try:
         if uses_pass_rates(config):  # learnability sampling reads them; measure what the lake lacks
-            from evaluation.pass_rates import PassRateError, measure_for_training
+            from assets.learnability_rates import measure_for_training
+            from evaluation.pass_rates import PassRateError
             from generation.checkpoints import CheckpointError
 
             try:
@@ -173,7 +174,8 @@ def _measure_pass_rates(args: argparse.Namespace, config, registry, log) -> None
 
     if not uses_pass_rates(config):
         return
-    from evaluation.pass_rates import PassRateError, measure_for_training
+    from assets.learnability_rates import measure_for_training
+    from evaluation.pass_rates import PassRateError
     from pipelines.settings import open_lake
     from generation.checkpoints import CheckpointError
 

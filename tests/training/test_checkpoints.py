@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipelines.settings import open_lake
-from generation.checkpoints import (CheckpointError, checkpoint_id, ensure_base_checkpoint, list_checkpoints,
-                                  register_checkpoint, resolve_checkpoint)
+from generation.checkpoints import (CheckpointError, checkpoint_id, ensure_base_checkpoint, ensure_checkpoint,
+                                    list_checkpoints, register_checkpoint, resolve_checkpoint)
 
 
 def test_base_checkpoint_is_registered_once_and_resolvable(tiny_home):
@@ -19,6 +19,21 @@ def test_base_checkpoint_is_registered_once_and_resolvable(tiny_home):
     assert not (tiny_home / "models" / "tiny" / "assay_checkpoint.json").exists()
     with pytest.raises(CheckpointError, match="no base model for recipe 'huge'"):
         ensure_base_checkpoint("huge", lake, lake.mlflow_uri)
+
+
+def test_resolving_never_writes_ensuring_registers_a_base(tiny_home):
+    from mlflow.tracking import MlflowClient
+
+    lake = open_lake()
+    with pytest.raises(CheckpointError, match="'base-tiny' is not registered yet"):
+        resolve_checkpoint("base-tiny", lake, lake.mlflow_uri)
+    assert list_checkpoints(lake) == [] and not lake.files("checkpoints")
+    client = MlflowClient(tracking_uri=lake.mlflow_uri)
+    assert not client.search_model_versions("name='assay-policy'")
+    record = ensure_checkpoint("base-tiny", lake, lake.mlflow_uri)
+    assert [r.checkpoint for r in list_checkpoints(lake)] == ["base-tiny"] == [record.checkpoint]
+    assert resolve_checkpoint("base-tiny", lake, lake.mlflow_uri) == record
+    assert ensure_checkpoint("base-tiny", lake, lake.mlflow_uri) == record  # registered once
 
 
 def test_latest_champion_and_unknown(tiny_home):

@@ -167,7 +167,7 @@ def coin_registry() -> Registry:
 
 @pytest.mark.slow
 def test_measured_pass_rates_steer_training_to_items_with_signal(tiny_home, coin_registry):
-    from evaluation.pass_rates import measure_for_training
+    from assets.learnability_rates import measure_for_training
     from training.learnability import LearnabilityError
     from training.trainer import train
 
