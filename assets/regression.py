@@ -14,9 +14,11 @@ the protected domains, the margins, alpha and q, and what blocks. Both show it i
   block is underpowered; a domain is not comparable (different generation configs); a protected
   domain has no paired results. WARN when only non-blocking BH warnings exist. A refusal is
   recorded in lake table ``promotions`` here, since the blocked promotion asset does not run.
-- ``champion_promotion`` (per checkpoint): :func:`evaluation.promotion.decide_promotion` and
-  :func:`evaluation.promotion.apply_promotion` move the alias (compare-and-set: only if the champion
-  it compared with is still the champion) and record why.
+- ``champion_promotion`` (per checkpoint): decides on the reports ``regression_report`` materialized
+  for this checkpoint (read back from its materialization's ``reports`` metadata: the comparison
+  runs once and the ``regression`` rows are written once), by :func:`evaluation.promotion.decide_promotion`,
+  and :func:`evaluation.promotion.apply_promotion` moves the alias (compare-and-set: only if the
+  champion those reports compared with is still the champion) and records why.
 """
 
 import dagster as dg
@@ -28,6 +30,8 @@ from assets.partitions import checkpoint_partitions
 from assets.resources import LakeResource, MlflowResource
 from storage.markdown import markdown_table
 
+
+REPORTS_KEY = "reports"  # regression_report's metadata entry champion_promotion reads back
 
 RegressionConfig = dagster_config(PromotionSettings, name="RegressionConfig")
 PromotionConfig = RegressionConfig  # the promotion re-derives the same verdicts under the same policy
@@ -117,6 +121,9 @@ def regression_report(context: dg.AssetExecutionContext, config: RegressionConfi
         metadata[f"mde_median_vs_{role}"] = dg.MetadataValue.float(finite[len(finite) // 2] if finite else float("nan"))
     if not reports:
         metadata["note"] = "no baseline to compare with (no champion yet, or this is the champion)"
+    # what champion_promotion decides on: these reports, not a second comparison
+    metadata[REPORTS_KEY] = dg.MetadataValue.json({"champion": champion,
+                                                   "reports": {role: r.to_json() for role, r in reports.items()}})
     failed = bool(blocking)
     if failed:  # the promotion asset will not run: record the refusal here, by the same rule
         decision = decide_promotion(candidate, champion, reports, active)
@@ -135,6 +142,21 @@ def regression_report(context: dg.AssetExecutionContext, config: RegressionConfi
     return dg.MaterializeResult(metadata=metadata, check_results=[check])
 
 
+def _stored_reports(context: dg.AssetExecutionContext, candidate: str) -> tuple[str | None, dict]:
+    """(the champion compared with, ``{role: report}``) of the latest ``regression_report`` of
+    ``candidate``; a Failure naming what to run when there is none."""
+    from evaluation.regression import RegressionReport
+
+    found = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("regression_report"), asset_partitions=[candidate]), limit=1)
+    entry = (found.records[0].asset_materialization.metadata.get(REPORTS_KEY) if found.records else None)
+    if entry is None:
+        raise dg.Failure(f"no regression report of {candidate} to decide on: materialize regression_report "
+                         f"for partition {candidate} first (`assay sweep` then the regression job does both)")
+    payload = entry.value
+    return payload["champion"], {role: RegressionReport.from_json(r) for role, r in payload["reports"].items()}
+
+
 @dg.asset(
     partitions_def=checkpoint_partitions,
     group_name="regression",
@@ -151,7 +173,7 @@ def champion_promotion(context: dg.AssetExecutionContext, config: PromotionConfi
     candidate = context.partition_key
     the_lake = lake.lake(write=True)
     active = _policy(the_lake, config)
-    champion, reports = _compare(the_lake, mlflow.tracking_uri, candidate, config, active)
+    champion, reports = _stored_reports(context, candidate)
     decision = apply_promotion(the_lake, mlflow.tracking_uri, decide_promotion(candidate, champion, reports, active))
     context.log.info(decision.reason)
     return dg.MaterializeResult(metadata={

@@ -1,8 +1,6 @@
 """Checkpoint comparison and champion promotion: what gets promoted, and the record of why.
 
-- :func:`swept_configs` lists the generation configs a checkpoint was swept with on a domain;
-  :func:`checkpoint_results` reads a checkpoint's swept samples from the lake (per domain, the
-  generation config of its latest ``sweep_summary`` row, or one given);
+- swept samples are read by :mod:`evaluation.results` (each checkpoint once, every domain);
 - :func:`compare_checkpoints` compares like with like: per domain it picks a generation config
   *both* checkpoints were swept with (the candidate's latest if the baseline has it, else the
   candidate's newest one the baseline also has). A domain with none in common is "not
@@ -51,9 +49,10 @@ import polars as pl
 
 from storage import tracking
 from storage.lake import Lake
-from storage.tables import PROMOTIONS, RESULTS, conform
+from storage.tables import PROMOTIONS
 from evaluation.promotion_policy import ActivePolicy, PromotionPolicy, blocking_reasons, policy_json, unchecked
 from evaluation.regression import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_Q, RegressionReport, compare_results
+from evaluation.results import CheckpointResults, pair_results, read_checkpoint
 
 LOCK_TIMEOUT_S = 120.0
 
@@ -62,96 +61,15 @@ class PromotionError(RuntimeError):
     """Promotion could not be applied (no model version for the candidate, no results...)."""
 
 
-@dataclass(frozen=True)
-class SweptConfig:
-    """One generation config a checkpoint was swept with on a domain."""
-
-    gen_config: str
-    gen_params: str | None      # readable JSON (null in data written before it was recorded)
-    k: int | None               # K of the sweep summary when it names this config, else None (all samples)
-    swept_at: str               # the newest row's created_at
-
-
-def _domain_rows(lake: Lake, checkpoint: str, domain: str) -> pl.DataFrame:
-    rows = lake.read("results", where={"checkpoint": checkpoint, "domain": domain})
-    return conform(rows, RESULTS) if rows.height else conform(pl.DataFrame(), RESULTS)
-
-
-def swept_configs(lake: Lake, checkpoint: str, domain: str, rows: pl.DataFrame | None = None) -> list[SweptConfig]:
-    """The generation configs of ``checkpoint``'s results on ``domain``, latest first: the config
-    of its ``sweep_summary`` row (its latest sweep), then the others by their newest row."""
-    rows = _domain_rows(lake, checkpoint, domain) if rows is None else rows
-    if rows.height == 0:
-        return []
-    summary = lake.read("sweep_summary", where={"checkpoint": checkpoint, "domain": domain})
-    latest = summary.sort("created_at").row(-1, named=True) if summary.height else {}
-    found = (rows.group_by("gen_config")
-             .agg(pl.col("gen_params").drop_nulls().first(), pl.col("created_at").max())
-             .sort("created_at", descending=True, nulls_last=True))
-    configs = [SweptConfig(c, params, int(latest["k"]) if latest.get("gen_config") == c and latest.get("k") else None,
-                           at or "") for c, params, at in found.iter_rows() if c is not None]
-    return sorted(configs, key=lambda c: c.gen_config != latest.get("gen_config"))  # stable: the summary's first
-
-
-def _config_rows(rows: pl.DataFrame, config: SweptConfig) -> pl.DataFrame:
-    rows = rows.filter(pl.col("gen_config") == config.gen_config)
-    if config.k is not None:
-        rows = rows.filter(pl.col("sample_idx") < config.k)
-    # a batch re-written after a crash could repeat a sample: keep the first committed one
-    return rows.unique(subset=["item_id", "sample_idx"], keep="first", maintain_order=True)
-
-
-def _summary_domains(lake: Lake, checkpoint: str) -> list[str]:
-    summaries = lake.read("sweep_summary", where={"checkpoint": checkpoint})
-    return sorted(set(summaries["domain"].to_list())) if summaries.height else []
-
-
-def checkpoint_results(lake: Lake, checkpoint: str, domains: Iterable[str] | None = None) -> pl.DataFrame:
-    """Per-sample rows of ``checkpoint``'s latest sweep of each domain (``results`` contract)."""
-    wanted = set(domains) if domains is not None else None
-    frames = []
-    for domain in _summary_domains(lake, checkpoint):
-        if wanted is not None and domain not in wanted:
-            continue
-        rows = _domain_rows(lake, checkpoint, domain)
-        configs = swept_configs(lake, checkpoint, domain, rows)
-        if configs:
-            frames.append(_config_rows(rows, configs[0]))
-    return pl.concat(frames) if frames else conform(pl.DataFrame(), RESULTS)
-
-
-def comparable_results(lake: Lake, candidate: str, baseline: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(candidate rows, baseline rows), per domain on a generation config both were swept with.
-    A domain without a common config keeps each side's latest: the differing ``gen_config`` /
-    ``gen_params`` columns then make :func:`compare_results` list it as not comparable."""
-    cand_frames, base_frames = [], []
-    cand_domains, base_domains = _summary_domains(lake, candidate), _summary_domains(lake, baseline)
-    for domain in sorted(set(cand_domains) | set(base_domains)):
-        c_rows = _domain_rows(lake, candidate, domain) if domain in cand_domains else None
-        b_rows = _domain_rows(lake, baseline, domain) if domain in base_domains else None
-        c_cfgs = swept_configs(lake, candidate, domain, c_rows) if c_rows is not None else []
-        b_cfgs = swept_configs(lake, baseline, domain, b_rows) if b_rows is not None else []
-        by_config = {c.gen_config: c for c in b_cfgs}
-        common = next((c for c in c_cfgs if c.gen_config in by_config), None)
-        if common is not None:
-            cand_frames.append(_config_rows(c_rows, common))
-            # the baseline's K for this config: its own summary's when it names it, else all samples
-            base_frames.append(_config_rows(b_rows, by_config[common.gen_config]))
-            continue
-        if c_cfgs:
-            cand_frames.append(_config_rows(c_rows, c_cfgs[0]))
-        if b_cfgs:
-            base_frames.append(_config_rows(b_rows, b_cfgs[0]))
-    empty = conform(pl.DataFrame(), RESULTS)
-    return (pl.concat(cand_frames) if cand_frames else empty, pl.concat(base_frames) if base_frames else empty)
-
-
 def compare_checkpoints(lake: Lake, candidate: str, baseline: str, *, protected: Iterable[str] = (),
                         margin: float | dict = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA,
-                        q_level: float = DEFAULT_Q, write: bool = True) -> RegressionReport:
+                        q_level: float = DEFAULT_Q, write: bool = True,
+                        read: tuple[CheckpointResults, CheckpointResults] | None = None) -> RegressionReport:
     """The regression report of ``candidate`` against ``baseline`` on the domains both swept, each
-    on a generation config both were swept with (see :func:`comparable_results`)."""
-    cand, base = comparable_results(lake, candidate, baseline)
+    on a generation config both were swept with (:func:`evaluation.results.pair_results`).
+    ``read``: both sides' results already read (:func:`evaluation.results.read_checkpoint`)."""
+    cand_read, base_read = read or (read_checkpoint(lake, candidate), read_checkpoint(lake, baseline))
+    cand, base = pair_results(cand_read, base_read)
     if cand.height == 0:
         raise PromotionError(f"checkpoint {candidate!r} has no sweep results: run `assay sweep --checkpoint {candidate}`")
     if base.height == 0:
@@ -167,13 +85,16 @@ def compare_checkpoints(lake: Lake, candidate: str, baseline: str, *, protected:
 
 
 def compare_with_policy(lake: Lake, candidate: str, baseline: str, policy: PromotionPolicy,
-                        registry_protected: Iterable[str], *, write: bool = True) -> RegressionReport:
+                        registry_protected: Iterable[str], *, write: bool = True,
+                        candidate_read: CheckpointResults | None = None) -> RegressionReport:
     """:func:`compare_checkpoints` with the protected set, margins and levels the policy names."""
-    domains = set(_summary_domains(lake, candidate)) | set(_summary_domains(lake, baseline))
+    cand_read = candidate_read or read_checkpoint(lake, candidate)
+    base_read = read_checkpoint(lake, baseline)
+    domains = set(cand_read.domains) | set(base_read.domains)
     return compare_checkpoints(lake, candidate, baseline,
                                protected=policy.protected_domains(registry_protected, domains),
                                margin=policy.margin_by_domain(domains), alpha=policy.alpha, q_level=policy.q,
-                               write=write)
+                               write=write, read=(cand_read, base_read))
 
 
 def compare_with_champion(lake: Lake, tracking_uri: str, candidate: str, policy: PromotionPolicy,
@@ -181,14 +102,14 @@ def compare_with_champion(lake: Lake, tracking_uri: str, candidate: str, policy:
                           write: bool = True) -> tuple[str | None, dict[str, RegressionReport]]:
     """(the champion now, ``{"champion": report, "anchor": report}``): ``candidate`` compared with
     the champion (the MLflow alias) and with ``anchor`` under ``policy``, leaving out a baseline
-    that is unset or is the candidate itself. Rows go to lake table ``regression`` (one partition
-    per pair, replaced) unless ``write`` is False."""
+    that is unset or is the candidate itself. The candidate's results are read once for both.
+    Rows go to lake table ``regression`` (one partition per pair, replaced) unless ``write`` is False."""
     champion = tracking.current_champion(tracking_uri)
     registry_protected = list(registry_protected)
-    reports = {}
-    for role, baseline in (("champion", champion), ("anchor", anchor or None)):
-        if baseline and baseline != candidate:
-            reports[role] = compare_with_policy(lake, candidate, baseline, policy, registry_protected, write=write)
+    baselines = [(role, b) for role, b in (("champion", champion), ("anchor", anchor or None)) if b and b != candidate]
+    cand_read = read_checkpoint(lake, candidate) if baselines else None
+    reports = {role: compare_with_policy(lake, candidate, baseline, policy, registry_protected, write=write,
+                                         candidate_read=cand_read) for role, baseline in baselines}
     return champion, reports
 
 

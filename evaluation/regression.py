@@ -75,7 +75,7 @@ scores outside [0, 1] or null, duplicate (domain, item_id, sample_idx) rows) rai
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
@@ -401,6 +401,17 @@ class DomainComparison:
     def to_json(self) -> dict:
         return json_safe(asdict(self))
 
+    @classmethod
+    def from_json(cls, row: dict) -> "DomainComparison":
+        """The inverse of :meth:`to_json`: a statistic JSON carried as null is NaN again (``mde`` of
+        an underpowered domain, which was infinite, is infinite again)."""
+        known = {f.name: f for f in fields(cls)}
+        values = {k: v for k, v in row.items() if k in known}
+        for name, f in known.items():
+            if f.type == "float" and values.get(name) is None:
+                values[name] = math.inf if name == "mde" and row.get("underpowered") else math.nan
+        return cls(**values)
+
 
 def json_safe(row: dict) -> dict:
     """``row`` with every non-finite float as None: JSON has no NaN, and a statistic that cannot be
@@ -446,6 +457,14 @@ class RegressionReport:
                         "ok": sum(d.verdict == "ok" for d in self.domains),
                         "not_comparable": len(self.not_comparable)},
         }
+
+    @classmethod
+    def from_json(cls, payload: dict) -> "RegressionReport":
+        """The report :meth:`to_json` wrote (the regression asset's metadata, a CLI's ``--json``)."""
+        return cls(domains=[DomainComparison.from_json(d) for d in payload.get("domains", [])],
+                   missing=dict(payload.get("missing") or {}), margin=payload["margin"], alpha=payload["alpha"],
+                   q_level=payload["q_level"], baseline=payload.get("baseline"), candidate=payload.get("candidate"),
+                   not_comparable=list(payload.get("not_comparable") or []))
 
     def to_frame(self) -> pl.DataFrame:
         """Rows of lake table ``regression`` (storage.tables.REGRESSION); a not-comparable

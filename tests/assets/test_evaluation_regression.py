@@ -170,3 +170,33 @@ def _run_everything(lake, instance, assay_home):
     requests = nightly_sweep_schedule(sched)
     assert [r.partition_key for r in requests] == ["copy-step000001"]
     assert requests[0].run_key == "nightly-20261130-copy-step000001"
+
+
+def test_promotion_decides_on_the_stored_report_and_never_compares_again(env, assay_home):
+    """champion_promotion reads regression_report's reports back: with the candidate's results gone
+    after the report (a second comparison would fail: no sweep results), it still decides, on the
+    report's champion; with no report materialized it fails, naming what to run."""
+    from assets.regression import champion_promotion, regression_report
+    from storage.tracking import current_champion
+
+    _write_fake_sweep(env, "base-tiny", [1.0, 0.0] * 8)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("checkpoint", ["base-tiny", "copy-step000001"])
+        alone = _materialize([champion_promotion], "base-tiny", instance, assay_home)
+        assert not alone.success
+        failure = [e for e in alone.all_events if e.event_type_value == "STEP_FAILURE"][0]
+        assert "materialize regression_report for partition base-tiny first" in str(failure.event_specific_data.error)
+
+        assert _materialize([regression_report, champion_promotion], "base-tiny", instance, assay_home).success
+        assert current_champion(env.mlflow_uri) == "base-tiny"
+        _write_fake_sweep(env, "copy-step000001", [1.0] * 16)
+        report = _materialize([regression_report], "copy-step000001", instance, assay_home)
+        stored = report.asset_materializations_for_node("regression_report")[0].metadata["reports"].value
+        assert stored["champion"] == "base-tiny" and stored["reports"]["champion"]["baseline"] == "base-tiny"
+        shutil.rmtree(env.table_dir("results") / "checkpoint=copy-step000001")
+        shutil.rmtree(env.table_dir("sweep_summary") / "checkpoint=copy-step000001")
+        promoted = _materialize([champion_promotion], "copy-step000001", instance, assay_home)
+        assert promoted.success
+        meta = promoted.asset_materializations_for_node("champion_promotion")[0].metadata
+        assert meta["previous_champion"].value == "base-tiny" and meta["promoted"].value is True
+        assert current_champion(env.mlflow_uri) == "copy-step000001"
