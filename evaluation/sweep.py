@@ -15,14 +15,25 @@ re-run never loads it) and serves every domain. Per domain:
    (:mod:`evaluation.comparability`);
 3. generation in batches of ``batch_items`` items; each batch is scored in one
    ``Domain.safe_score_many`` call (the code domain runs the batch in a sandbox pool; a scorer
-   that fails raises, naming the item, and nothing is scored 0) and committed as its own lake partition
-   ``results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet`` before the next starts, so a killed
-   sweep loses at most one batch and resumes where it stopped;
+   that fails raises, naming the item, and nothing is scored 0) and becomes its own lake partition
+   ``results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet``;
 4. the summary row (lake table ``sweep_summary``): mean of the per-item means, pass@1 and pass@K
    (the unbiased estimator of Chen et al. 2021, "Evaluating Large Language Models Trained on
    Code", eq. 1; a sample passes when it earns full credit, score == 1), the SE of the mean
    (cluster-robust when items carry a ``cluster_id``, see :func:`evaluation.regression.standard_error`;
    Miller 2024, arXiv:2411.00640), a t-based 95% CI clipped to [0, 1], n, K and tokens/s of generation.
+
+Commits are sized by work, not by batch (issue 30): finished batches and summaries are held and
+committed together, every domain's of the last ``commit_seconds`` (default 30 s) as ONE
+``write_batches`` unit per table (``results`` first, then ``sweep_summary``), and at the end of the
+sweep. On the team lake a commit costs about the same whatever it holds (a catalog
+compare-and-swap that rewrites the table's metadata), so a fully cached or fast sweep of 300
+domains is two commits, not 600; on the local lake a unit is one rename per batch, as before.
+Readers see whole batches only. A sweep stopped by an error (a scorer that fails, an interrupt)
+commits what it finished before it re-raises; a sweep killed outright (SIGKILL, a lost node)
+loses at most the last ``commit_seconds`` of work, and resumes where its last unit stopped. The
+cache is read once per sweep (one read of the checkpoint's ``results``, not one per domain), and
+a domain's summary is computed from it plus what this sweep generated.
 
 Sampling: K=1 is greedy; K>1 samples at ``temperature`` (default 0.7, top_p 0.95), since K greedy
 samples would all be the same. Every sample has its own seed, a stable hash of (sweep seed,
@@ -76,6 +87,7 @@ from storage.lake import Lake
 from storage.tables import RESULTS, SWEEP_SUMMARY, conform
 
 CLUSTER_KEYS = ("cluster_id", "template")
+MAX_HELD_ROWS = 200_000  # results rows a sweep holds at most before committing them, whatever the time
 
 
 class SweepError(RuntimeError):
@@ -174,12 +186,57 @@ def cluster_of(item: dict) -> str | None:
 
 
 def cached_rows(lake: Lake, checkpoint: str, domain: str, gen_config: str) -> pl.DataFrame:
-    rows = lake.read("results", where={"checkpoint": checkpoint, "domain": domain})
-    if rows.height == 0:
-        return conform(pl.DataFrame(), RESULTS)
-    rows = conform(rows, RESULTS).filter(pl.col("gen_config") == gen_config)
+    return _cached_of(lake.read("results", where={"checkpoint": checkpoint, "domain": domain}), domain, gen_config)
+
+
+def _cached_of(rows: pl.DataFrame, domain: str, gen_config: str, fresh: Sequence[pl.DataFrame] = ()) -> pl.DataFrame:
+    """One domain's cached rows under ``gen_config`` out of ``rows`` (read from the lake), then the
+    ``fresh`` rows this sweep generated (committed or still held)."""
+    rows = conform(rows, RESULTS) if rows.height else conform(pl.DataFrame(), RESULTS)
+    if "domain" in rows.columns and rows.height:
+        rows = rows.filter(pl.col("domain") == domain)
+    rows = pl.concat([rows.filter(pl.col("gen_config") == gen_config), *(conform(f, RESULTS) for f in fresh)])
     # a batch re-written after a crash could repeat a sample: keep the first committed one
     return rows.unique(subset=["item_id", "sample_idx"], keep="first", maintain_order=True)
+
+
+class _Unit:
+    """Finished ``results`` batches and ``sweep_summary`` rows held for one commit per table."""
+
+    def __init__(self, lake: Lake, seconds: float, log: Callable[[str], None]):
+        self.lake, self.seconds, self.log = lake, seconds, log
+        self.results: list[tuple[dict, dict]] = []
+        self.summaries: dict[tuple[str, str], tuple[dict, dict]] = {}
+        self.since: float | None = None
+        self.rows = 0
+        self.commits = 0
+
+    def add_results(self, partition: dict, rows: pl.DataFrame) -> None:
+        self.results.append((partition, {"part": rows}))
+        self._held(rows.height)
+
+    def add_summary(self, partition: dict, row: pl.DataFrame) -> None:
+        self.summaries[(partition["checkpoint"], partition["domain"])] = (partition, {"part": row})
+        self._held(1)
+
+    def _held(self, rows: int) -> None:
+        self.rows += rows
+        if self.since is None:
+            self.since = time.monotonic()
+        if self.rows >= MAX_HELD_ROWS or time.monotonic() - self.since >= self.seconds:
+            self.commit()
+
+    def commit(self) -> None:
+        if self.results:  # results before the summaries that describe them
+            self.lake.write_batches("results", self.results)
+            self.commits += 1
+        if self.summaries:
+            self.lake.write_batches("sweep_summary", list(self.summaries.values()))
+            self.commits += 1
+        if self.results or self.summaries:
+            self.log(f"committed {len(self.results)} results batches and {len(self.summaries)} summaries "
+                     f"({self.rows} rows) as one unit per table")
+        self.results, self.summaries, self.since, self.rows = [], {}, None, 0
 
 
 EngineFactory = Callable[[], Any]
@@ -228,6 +285,8 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
             raise SweepError("the engine does not say how it formats prompts: pass prompt_format= "
                              "(generation.prompts.prompt_format_of_folder(model folder), or 'raw')")
     plans = []
+    # the cache: one read of the checkpoint's results for every domain (a read is a scan on the team lake)
+    committed = lake.read("results", where={"checkpoint": checkpoint})
     for domain in domains:
         k = config.samples or domain.eval_samples_per_item
         params = config.sampling(k)
@@ -238,21 +297,24 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
             items = items[: config.limit]
         if not items:
             raise SweepError(f"domain {domain.name!r} has no eval items to sweep")
-        cached = cached_rows(lake, checkpoint, domain.name, gen_config)
+        cached = _cached_of(committed, domain.name, gen_config)
         have: dict[str, set[int]] = {}
         for item_id, idx in cached.select("item_id", "sample_idx").iter_rows():
             have.setdefault(item_id, set()).add(idx)
         todo = [(item, [s for s in range(k) if s not in have.get(item["id"], ())]) for item in items]
         todo = [(item, missing) for item, missing in todo if missing]
-        plans.append((domain, k, params, gen_config, gen_params, items, todo))
-    total_missing = sum(len(m) for *_, todo in plans for _, m in todo)
+        plans.append((domain, k, params, gen_config, gen_params, items, todo, cached))
+    del committed
+    total_missing = sum(len(m) for *_, todo, _ in plans for _, m in todo)
     bar = tqdm(total=total_missing, desc=f"sweep {checkpoint}", unit="sample", file=sys.stderr,
                disable=not config.progress or total_missing == 0)
     results = []
+    unit = _Unit(lake, config.commit_seconds, log)
     try:
-        for domain, k, params, gen_config, gen_params, items, todo in plans:
+        for domain, k, params, gen_config, gen_params, items, todo, cached in plans:
             domain_start = time.perf_counter()
             generated = 0
+            fresh = []
             bar.set_postfix_str(domain.name)
             for start in range(0, len(todo), config.batch_items):
                 chunk = todo[start:start + config.batch_items]
@@ -263,25 +325,32 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
                 rows = generate_and_score(engine, domain, chunk, params, checkpoint, gen_config, config.seed)
                 rows = rows.with_columns(pl.lit(gen_params, dtype=pl.Utf8).alias("gen_params"),
                                          pl.lit(engine_identity(engine), dtype=pl.Utf8).alias("engine"))
-                lake.write_batch("results", {"checkpoint": checkpoint, "domain": domain.name,
-                                             "batch": f"{gen_config}-{uuid.uuid4().hex[:12]}"},
-                                 {"part": rows})
+                unit.add_results({"checkpoint": checkpoint, "domain": domain.name,
+                                  "batch": f"{gen_config}-{uuid.uuid4().hex[:12]}"}, rows)
+                fresh.append(rows)
                 generated += rows.height
                 bar.update(rows.height)
             ids = {item["id"] for item in items}
-            rows = cached_rows(lake, checkpoint, domain.name, gen_config).filter(pl.col("item_id").is_in(list(ids)))
+            rows = _cached_of(cached, domain.name, gen_config, fresh).filter(pl.col("item_id").is_in(list(ids)))
             rows = rows.filter(pl.col("sample_idx") < k)
             summary = {"checkpoint": checkpoint, "domain": domain.name, **summarize(rows, k=k),
                        "gen_config": gen_config, "gen_params": gen_params,
                        "created_at": datetime.now(timezone.utc).isoformat()}
-            lake.write_batch("sweep_summary", {"checkpoint": checkpoint, "domain": domain.name},
-                             {"part": conform(pl.DataFrame([{c: summary.get(c) for c in SWEEP_SUMMARY}],
-                                                           schema=SWEEP_SUMMARY), SWEEP_SUMMARY)})
+            unit.add_summary({"checkpoint": checkpoint, "domain": domain.name},
+                             conform(pl.DataFrame([{c: summary.get(c) for c in SWEEP_SUMMARY}],
+                                                  schema=SWEEP_SUMMARY), SWEEP_SUMMARY))
             cached_count = rows.height - generated
             log(f"{domain.name}: mean {summary['mean']:.3f} +/- {summary['stderr']:.3f} (n={summary['n']}, "
                 f"K={k}; {generated} generated, {cached_count} cached)")
             results.append(DomainSweep(domain.name, summary, generated, cached_count,
                                        time.perf_counter() - domain_start, rows))
+        unit.commit()
+    except BaseException:
+        try:  # what finished before the error is kept: a re-run resumes after it
+            unit.commit()
+        except Exception as exc:  # the lake itself failed: the first error is the one to see
+            log(f"could not commit the finished batches after the error: {type(exc).__name__}: {exc}")
+        raise
     finally:
         bar.close()
     return SweepResult(checkpoint, results, time.perf_counter() - started, engine is not None,
@@ -387,7 +456,7 @@ def _score_batch(domain, completions: list[str], items: list[dict]) -> list[floa
 
 def rescore_cached(lake: Lake, checkpoint: str, domains: Sequence, log: Callable[[str], None] | None = None) -> dict:
     """Score a checkpoint's cached samples again with each domain's *current* scorer and replace
-    their results batches (one atomic replace per batch): a fixed scorer must not leave stale cached
+    their results batches (one unit per domain: its replaced batches together): a fixed scorer must not leave stale cached
     scores behind, and the cache key (the generation config) does not name the scorer. The
     completions are not regenerated. Terminal domains are skipped (an episode's verdict was taken on
     its final folder, which is gone). Returns ``{domain: {"rows", "changed"}}``; a later sweep
@@ -400,6 +469,7 @@ def rescore_cached(lake: Lake, checkpoint: str, domains: Sequence, log: Callable
             continue
         items = {item["id"]: item for item in domain.eval_items()}
         rows_total = changed = 0
+        replaced = []
         for path in lake.files("results", where={"checkpoint": checkpoint, "domain": domain.name}):
             frame = conform(pl.read_parquet(path), RESULTS)
             known = frame.filter(pl.col("item_id").is_in(list(items)))
@@ -417,8 +487,9 @@ def rescore_cached(lake: Lake, checkpoint: str, domains: Sequence, log: Callable
             changed += diff
             if diff:
                 batch = path.parent.name.split("=", 1)[1]
-                lake.write_batch("results", {"checkpoint": checkpoint, "domain": domain.name, "batch": batch},
-                                 {"part": rescored})
+                replaced.append(({"checkpoint": checkpoint, "domain": domain.name, "batch": batch},
+                                 {"part": rescored}))
+        lake.write_batches("results", replaced)  # the domain's replaced batches as one unit
         out[domain.name] = {"rows": rows_total, "changed": changed}
         if log:
             log(f"{domain.name}: rescored {rows_total} cached samples of {checkpoint}, {changed} changed")

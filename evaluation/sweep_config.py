@@ -27,8 +27,12 @@ class SweepConfig(BaseModel):
     max_new_tokens: int = Field(256, description="completion length limit in tokens")
     temperature: float = Field(DEFAULT_TEMPERATURE, description="sampling temperature when K > 1 (K = 1 is greedy)")
     top_p: float = Field(DEFAULT_TOP_P, description="nucleus sampling probability mass when K > 1")
-    batch_items: int = Field(
-        16, description="items per generation batch and per committed lake batch (the most a killed sweep loses)")
+    batch_items: int = Field(16, description="items per generation batch, and per lake batch of results")
+    commit_seconds: float = Field(
+        30.0, description="finished batches and summaries are held this many seconds, then committed together as "
+                          "one lake commit per table (results, sweep_summary), and at the end of the sweep: the most "
+                          "work a sweep killed outright loses (an error still commits what finished). 0: commit "
+                          "every batch and summary on its own")
     seed: int = Field(
         0, description="base of every sample's seed (evaluation.sweep.sample_seed); the cache key ignores it")
     rope_scaling: str | None = Field(
@@ -57,6 +61,13 @@ class SweepConfig(BaseModel):
     def _positive(cls, value, info):
         if value < 1:
             raise ValueError(f"{info.field_name} must be a positive integer, got {value!r}")
+        return value
+
+    @field_validator("commit_seconds")
+    @classmethod
+    def _commit_seconds(cls, value):
+        if value < 0:
+            raise ValueError(f"commit_seconds must be >= 0, got {value!r} (0 commits every batch on its own)")
         return value
 
     @field_validator("temperature")
