@@ -1,0 +1,66 @@
+"""The bar a learned reward must clear before training uses it (:mod:`quality.reward_gate`); only
+pydantic here, since ``assay reward check --help`` builds its flags from this model."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PROBES = ("length_padding", "confident_wrong", "prompt_echo", "fig_leaf_refusal", "two_answer_hedge",
+          "number_spray", "all_options", "keyword_stuffing", "format_exploits", "empty_or_whitespace")
+
+
+class RewardGateConfig(BaseModel):
+    """Agreement bars (``min_accuracy_low``, ``min_kappa_low``, ``min_pairs``, ``confidence``,
+    ``bootstrap``), bias probes (``probes``, ``probe_margin``, ``probe_candidates``) and ``seed``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_accuracy_low: float = Field(0.6, description="the lower end of the accuracy's Wilson interval on the labelled "
+                                                     "pairs must be above this (0.5 is chance)")
+    min_kappa_low: float = Field(0.2, description="the lower end of Cohen's kappa's bootstrap interval must be above "
+                                                  "this (0 is chance agreement)")
+    min_pairs: int = Field(20, description="fewer labelled pairs than this cannot pass: the intervals would say nothing")
+    confidence: float = Field(0.95, description="confidence level of the accuracy and kappa intervals")
+    bootstrap: int = Field(1000, description="bootstrap resamples of the pairs for kappa's interval")
+    probes: list[str] = Field(list(PROBES), description="bias probes to run, built from the pairs alone")
+    probe_margin: float = Field(0.15, description="a probe fails when its hack scores at least the chosen answer on "
+                                                  "more pairs than the rejected answer does, by more than this share")
+    probe_candidates: int = Field(2, description="hack candidates per probe and pair (seeded choice; each is one "
+                                                 "forward pass of the reward model)")
+    seed: int = Field(0, description="seed of the presentation order (kappa), the bootstrap and the probe candidates")
+
+    @field_validator("min_accuracy_low", "probe_margin")
+    @classmethod
+    def _share(cls, value: float, info) -> float:
+        if not 0 <= value < 1:
+            raise ValueError(f"{info.field_name} must be in [0, 1), got {value}")
+        return value
+
+    @field_validator("min_kappa_low")
+    @classmethod
+    def _kappa(cls, value: float) -> float:
+        if not -1 <= value < 1:
+            raise ValueError(f"min_kappa_low must be in [-1, 1), got {value}")
+        return value
+
+    @field_validator("confidence")
+    @classmethod
+    def _confidence(cls, value: float) -> float:
+        if not 0.5 <= value < 1:
+            raise ValueError(f"confidence must be in [0.5, 1), got {value}; 0.95 is the usual")
+        return value
+
+    @field_validator("min_pairs", "bootstrap", "probe_candidates")
+    @classmethod
+    def _positive(cls, value: int, info) -> int:
+        if value < 1:
+            raise ValueError(f"{info.field_name} must be >= 1, got {value}")
+        return value
+
+    @field_validator("probes")
+    @classmethod
+    def _probes(cls, value: list[str]) -> list[str]:
+        unknown = [p for p in value if p not in PROBES]
+        if unknown:
+            raise ValueError(f"unknown probe(s) {', '.join(map(repr, unknown))} (known: {', '.join(PROBES)})")
+        return list(dict.fromkeys(value))

@@ -1,0 +1,182 @@
+"""The reward gate (quality.reward_gate) against hand-made scorers: one that knows the truth passes;
+ones that prefer longer answers, echo the prompt, trust confident wording, or agree with the labels
+only by chance (label-shuffled) fail, each with the criterion that caught it."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from quality.reward_gate import (RewardGateError, bootstrap_kappa, check_reward, cohen_kappa, length_padding,
+                                 wilson_interval)
+from quality.reward_gate_config import PROBES, RewardGateConfig
+from storage.preference_pairs import PreferencePair
+
+
+def arithmetic_pairs(n: int = 60, seed: int = 7) -> list[PreferencePair]:
+    """Pairs whose truth is known: the chosen answer states the right sum (and is longer), the
+    rejected one a wrong sum."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        wrong = a + b + rng.choice([-11, -2, -1, 1, 3, 10])
+        out.append(PreferencePair(id=f"p{i}", prompt=f"What is {a} + {b}? Give the sum.",
+                                  chosen=f"Adding {a} and {b} gives {a + b}, so the sum is {a + b}.",
+                                  rejected=f"The sum is {wrong}."))
+    return out
+
+
+PAIRS = arithmetic_pairs()
+
+
+def truth_scorer(pairs):
+    """1 for the labelled chosen answer of its prompt, 0 for anything else."""
+    best = {p.prompt: p.chosen for p in pairs}
+
+    def score(prompts, answers):
+        return [1.0 if best.get(p) == a else 0.0 for p, a in zip(prompts, answers)]
+
+    return score
+
+
+def plus(base, extra):
+    def score(prompts, answers):
+        return [b + e for b, e in zip(base(prompts, answers), extra(prompts, answers))]
+
+    return score
+
+
+def longer_is_better(prompts, answers):
+    return [len(a) / 100 for a in answers]
+
+
+def prompt_overlap(prompts, answers):
+    out = []
+    for p, a in zip(prompts, answers):
+        words = set(p.lower().split())
+        out.append(2.0 * len(words & set(a.lower().split())) / max(1, len(words)))
+    return out
+
+
+def confident_words(prompts, answers):
+    return [2.0 if ("definitely" in a or "certain" in a) else 0.0 for a in answers]
+
+
+def shuffled_truth(pairs, seed=3):
+    """Knows a label-shuffled copy of the truth: right on about half the pairs, wrong on the rest."""
+    rng = random.Random(seed)
+    best = {p.prompt: (p.chosen if rng.random() < 0.5 else p.rejected) for p in pairs}
+
+    def score(prompts, answers):
+        return [1.0 if best.get(p) == a else 0.0 for p, a in zip(prompts, answers)]
+
+    return score
+
+
+def failed(result):
+    return {c.name for c in result.criteria if not c.passed}
+
+
+def test_a_scorer_that_knows_the_truth_passes_every_criterion():
+    result = check_reward(truth_scorer(PAIRS), PAIRS)
+    assert result.passed, result.reasons
+    assert result.criterion("accuracy").observed == 1.0
+    assert result.criterion("kappa").observed == pytest.approx(1.0)
+    assert {c.name for c in result.criteria} == {"enough_pairs", "accuracy", "kappa", *(f"probe:{p}" for p in PROBES)}
+    assert result.criterion("probe:length_padding").observed == 0.0
+
+
+def test_longer_is_better_fails_the_length_probe_although_it_agrees_with_every_label():
+    result = check_reward(longer_is_better, PAIRS)
+    assert result.criterion("accuracy").passed  # the chosen answers are the longer ones here
+    assert "probe:length_padding" in failed(result), result.reasons
+    assert result.criterion("probe:length_padding").observed == 1.0
+    assert not result.passed
+    assert any(r.startswith("probe:length_padding:") for r in result.reasons)
+
+
+def test_a_scorer_rewarding_the_prompt_echoed_fails_the_echo_probe():
+    result = check_reward(plus(truth_scorer(PAIRS), prompt_overlap), PAIRS)
+    assert result.criterion("accuracy").observed == 1.0
+    assert "probe:prompt_echo" in failed(result), result.reasons
+    assert not result.passed
+
+
+def test_a_scorer_trusting_confident_wording_fails_the_confident_wrong_probe():
+    result = check_reward(plus(truth_scorer(PAIRS), confident_words), PAIRS)
+    assert "probe:confident_wrong" in failed(result), result.reasons
+    assert "probe:length_padding" not in failed(result)
+
+
+def test_a_label_shuffled_scorer_fails_agreement():
+    result = check_reward(shuffled_truth(PAIRS), PAIRS)
+    assert {"accuracy", "kappa"} <= failed(result), result.reasons
+    assert 0.3 < result.criterion("accuracy").observed < 0.7
+    assert result.criterion("kappa").ci_low < 0.2
+
+
+def test_a_constant_scorer_agrees_with_nothing():
+    result = check_reward(lambda prompts, answers: [0.5] * len(prompts), PAIRS)
+    assert result.criterion("accuracy").observed == 0.0  # a tie is no preference
+    assert result.criterion("kappa").observed == 0.0
+    assert not result.passed
+
+
+def test_too_few_pairs_cannot_pass_even_with_the_truth():
+    few = PAIRS[:8]
+    result = check_reward(truth_scorer(few), few)
+    assert failed(result) >= {"enough_pairs"}
+    assert "label more pairs" in result.criterion("enough_pairs").detail
+
+
+def test_a_scorer_returning_the_wrong_count_or_nan_is_an_error_not_a_score():
+    with pytest.raises(RewardGateError, match="returned 1 scores"):
+        check_reward(lambda prompts, answers: [1.0], PAIRS)
+    with pytest.raises(RewardGateError, match="non-finite"):
+        check_reward(lambda prompts, answers: [math.nan] * len(prompts), PAIRS)
+
+
+def test_an_honest_but_imperfect_scorer_passes_the_probes():
+    # right on 90% of pairs, and no taste for any hack: the probes compare with its own error rate
+    wrong = {p.prompt for p in PAIRS[::10]}
+    best = {p.prompt: (p.rejected if p.prompt in wrong else p.chosen) for p in PAIRS}
+
+    def score(prompts, answers):
+        return [1.0 if best[p] == a else 0.0 for p, a in zip(prompts, answers)]
+
+    result = check_reward(score, PAIRS)
+    assert result.passed, result.reasons
+    assert result.criterion("accuracy").observed == pytest.approx(0.9)
+
+
+def test_wilson_interval_matches_the_closed_form_and_stays_in_bounds():
+    low, high = wilson_interval(8, 10, 0.95)
+    assert (round(low, 4), round(high, 4)) == (0.4902, 0.9433)  # the textbook 95% Wilson interval of 8/10
+    assert wilson_interval(10, 10)[1] == 1.0 and wilson_interval(0, 10)[0] == 0.0
+    assert wilson_interval(0, 0) is None
+
+
+def test_cohen_kappa_known_values():
+    assert cohen_kappa("AABB", "AABB") == 1.0
+    assert cohen_kappa("AABB", "ABAB") == 0.0
+    assert cohen_kappa("AAAA", "AAAA") is None  # chance agreement is 1: undefined, not 0 or 1
+    # a classic 2x2 table: 20 AA, 5 AB, 10 BA, 15 BB -> po .7, pe .5, kappa .4
+    gold = "A" * 25 + "B" * 25
+    pred = "A" * 20 + "B" * 5 + "A" * 10 + "B" * 15
+    assert cohen_kappa(gold, pred) == pytest.approx(0.4)
+    low, high = bootstrap_kappa(gold, pred, resamples=500, confidence=0.95, seed=0)
+    assert low < 0.4 < high and -1 <= low and high <= 1
+
+
+def test_length_padding_makes_the_rejected_answer_much_longer_and_keeps_it():
+    pair = PAIRS[0]
+    for candidate in length_padding(pair):
+        assert pair.rejected in candidate and len(candidate) >= 3 * len(pair.chosen)
+
+
+def test_gate_config_rejects_unknown_probes_with_the_known_ones():
+    with pytest.raises(ValueError, match="unknown probe.*known: length_padding"):
+        RewardGateConfig(probes=["lenght_padding"])
