@@ -223,6 +223,11 @@ def load_registry(domains_path: str | None = None, include_builtins: bool = True
 _CACHE: dict[tuple[str | None, bool], Registry] = {}
 
 
+def configured_domains_path() -> str | None:
+    """``$ASSAY_DOMAINS_PATH``: the plugin folders a registry loads when none is named."""
+    return os.environ.get(DOMAINS_PATH_ENV)
+
+
 def get_registry(domains_path: str | None = None, *, reload: bool = False) -> Registry:
     """The process-wide registry for ``domains_path`` (defaults to ``$ASSAY_DOMAINS_PATH``).
 
@@ -230,11 +235,12 @@ def get_registry(domains_path: str | None = None, *, reload: bool = False) -> Re
     Dagster partitions, which must be known when definitions load.
     """
     if domains_path is None:
-        domains_path = os.environ.get(DOMAINS_PATH_ENV)
+        domains_path = configured_domains_path()
     key = (domains_path, True)
     if reload or key not in _CACHE:
         _CACHE[key] = load_registry(domains_path)
     return _CACHE[key]
 
 
-__all__ = ["Registry", "PluginError", "UnknownDomainError", "load_registry", "get_registry", "DomainError"]
+__all__ = ["Registry", "PluginError", "UnknownDomainError", "load_registry", "get_registry", "configured_domains_path",
+           "DomainError"]

@@ -106,6 +106,9 @@ def probe_facts() -> DeviceFacts:
                        torch_version=torch.__version__, torch_cuda=torch.version.cuda, cpu_bf16=cpu_computes_bf16())
 
 
+EMULATED_BF16_ENV = "ASSAY_EMULATED_BF16"  # "1": keep bf16 on a CPU that only emulates it (read here only)
+
+
 def cpu_computes_bf16() -> bool:
     """Whether this CPU runs bfloat16 matmuls natively (imports torch). ``ASSAY_EMULATED_BF16=1``
     says yes whatever the CPU (bf16 kept even where it is emulated)."""
@@ -113,7 +116,7 @@ def cpu_computes_bf16() -> bool:
 
     import torch
 
-    if os.environ.get("ASSAY_EMULATED_BF16") == "1":
+    if os.environ.get(EMULATED_BF16_ENV) == "1":
         return True
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())  # oneDNN's own test: AVX-512 core or AMX

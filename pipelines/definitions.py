@@ -9,8 +9,6 @@ sized by its pool (:mod:`assets.k8s`); elsewhere steps run in the run's process.
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 import assets
@@ -27,6 +25,6 @@ defs = dg.Definitions(
     jobs=JOBS,
     sensors=SENSORS,
     schedules=SCHEDULES,
-    resources=default_resources(os.environ.get("ASSAY_HOME")),
+    resources=default_resources(),  # ASSAY_HOME, read by storage.lake.resolve_home
     **({"executor": k8s_step_executor()} if load_profile().name == "cluster" else {}),
 )

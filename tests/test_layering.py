@@ -1,7 +1,8 @@
 """The import rules of ARCHITECTURE.md, as import-linter contracts (pyproject.toml), hold.
 
-The second test proves the check can fail: the packages copied elsewhere with one upward import
-added (storage importing training) must break the layers contract.
+The second test proves the checks can fail: the packages copied elsewhere with an upward import
+added (storage importing training) must break the layers contract, and the dashboard importing the
+registry itself (not through evaluation's readers) must break the dashboard's contract.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def test_an_upward_import_breaks_the_layers_contract(tmp_path):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "storage" / "upward.py").write_text("def probe():\n    from training import trainer  # lazy, still an import\n")
+    (tmp_path / "ui" / "sideways.py").write_text("from domains.registry import get_registry\n")  # past the readers
     done = _lint(tmp_path)
     assert done.returncode != 0
     assert "storage.upward -> training.trainer" in done.stdout, done.stdout[-4000:]
+    assert "ui.sideways -> domains.registry" in done.stdout, done.stdout[-4000:]
+    assert "The dashboard reads only storage and evaluation's readers" in done.stdout

@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
+from storage.lake import HOME_ENV
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TAIL_LINES = 40
 # A rank/port inherited from a caller that already initialised torch.distributed would collide
@@ -81,7 +83,7 @@ def training_command(recipe: str, output: str, *, domains: Sequence[str] = (), s
 def training_env(home: str | os.PathLike, threads_per_process: int | None = 2) -> dict[str, str]:
     """The environment of a training process: this one's, less an inherited rank/port, with
     ASSAY_HOME ``home`` and ``threads_per_process`` OMP threads (None: keep this environment's)."""
-    env = {**{k: v for k, v in os.environ.items() if k not in INHERITED_DIST_ENV}, "ASSAY_HOME": str(home),
+    env = {**{k: v for k, v in os.environ.items() if k not in INHERITED_DIST_ENV}, HOME_ENV: str(home),
            "TOKENIZERS_PARALLELISM": "false"}
     if threads_per_process is not None:
         # without a thread limit CPU training runs 10-50x slower (threads fight over cores)

@@ -8,14 +8,13 @@ lake and the MLflow store are only read (a missing store is reported, not create
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
 import streamlit as st
 
-from domains.registry import DOMAINS_PATH_ENV, get_registry
+from evaluation import domain_catalog
 from storage import tracking
 from storage.deployment import redacted
 from storage.lake import Lake, resolve_home
@@ -37,7 +36,7 @@ def current_home() -> str:
 def current_domains_path() -> str | None:
     """``$ASSAY_DOMAINS_PATH`` (the plugin folders of the registry) as read at app start."""
     if DOMAINS_PATH_KEY not in st.session_state:
-        st.session_state[DOMAINS_PATH_KEY] = os.environ.get(DOMAINS_PATH_ENV)
+        st.session_state[DOMAINS_PATH_KEY] = domain_catalog.domains_path()
     return st.session_state[DOMAINS_PATH_KEY]
 
 
@@ -63,18 +62,13 @@ def _lake(home: str) -> Lake:
 
 
 @st.cache_resource(show_spinner=False)
-def _registry(domains_path: str | None):
-    return get_registry(domains_path or "")
+def _catalog(domains_path: str | None) -> domain_catalog.Catalog:
+    return domain_catalog.catalog(domains_path)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def _registry_frame(domains_path: str | None) -> pl.DataFrame:
-    registry = _registry(domains_path)
-    return pl.DataFrame(
-        [{"domain": d.name, "owner": d.owner, "tags": list(d.tags), "protected": d.protected,
-          "description": d.description, "context_tokens": d.context_tokens} for d in registry],
-        schema={"domain": pl.Utf8, "owner": pl.Utf8, "tags": pl.List(pl.Utf8), "protected": pl.Boolean,
-                "description": pl.Utf8, "context_tokens": pl.Int64})
+    return _catalog(domains_path).domains
 
 
 def registry_frame() -> pl.DataFrame:
@@ -83,7 +77,7 @@ def registry_frame() -> pl.DataFrame:
 
 
 def registry_errors() -> list[str]:
-    return [str(e) for e in _registry(current_domains_path()).errors]
+    return list(_catalog(current_domains_path()).errors)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -234,14 +228,8 @@ def score_by_length(home: str, buckets: tuple[tuple[str, int], ...]) -> pl.DataF
 
 def difficulty_band(domain: str) -> tuple[float, float]:
     """The domain's difficulty band ``(difficulty_min, difficulty_max)``: its ``gate_thresholds``
-    overrides when the registry knows it, else the gate's defaults (``quality.difficulty``)."""
-    from quality.difficulty import DEFAULT_BAND, Band
-
-    registry = _registry(current_domains_path())
-    if domain not in registry:
-        return DEFAULT_BAND
-    band = Band.for_domain(registry.get(domain))
-    return band.low, band.high
+    overrides when the registry knows it, else the gate's defaults (evaluation.domain_catalog)."""
+    return _catalog(current_domains_path()).band(domain)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

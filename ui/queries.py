@@ -483,19 +483,17 @@ def pass_rate_panels(rows: pl.DataFrame, champions: pl.DataFrame, saved: pl.Data
     """(items, per_checkpoint) of the pass-rate view.
 
     ``items``: ``rows`` (:func:`pass_rate_rows`) with each item's ``verdict`` against ``band``
-    (``quality.difficulty.pass_rate_verdict``: what the gate would decide), its histogram
+    (``evaluation.domain_catalog.pass_rate_verdicts``: what the gate would decide), its histogram
     ``bucket`` and its checkpoint's ``label``/``role``/``position``. ``per_checkpoint``: one row per
     checkpoint in panel order (base policies first, then by when they became champion, checkpoints
     never champion by when they were saved or measured) with items, K, generation config, mean pass
     rate, in-band / too-easy / too-hard shares. ``champion``: the current one (highlighted)."""
-    from quality.difficulty import Band, pass_rate_verdict  # light, and only the domain page needs it
+    from evaluation.domain_catalog import pass_rate_verdicts  # light, and only the domain page needs it
 
     if not rows.height:
         return pl.DataFrame(), pl.DataFrame()
-    low, high = band
-    rule = Band(low, high)
     items = rows.with_columns(
-        pl.Series("verdict", [pass_rate_verdict(p, k, rule) for p, k in zip(rows["passes"], rows["samples"])],
+        pl.Series("verdict", pass_rate_verdicts(rows["passes"].to_list(), rows["samples"].to_list(), band),
                   dtype=pl.Utf8),
         pass_rate_bucket())
     per = items.group_by("checkpoint").agg(

@@ -1,0 +1,58 @@
+"""The domains as a reader shows them: one frame of facts per registered domain, and the pass-rate
+verdict rule, for the dashboard (which reads only storage and evaluation's readers, never the
+registry or the gates themselves).
+
+- :func:`catalog` is the registry for a plugin path as a frame: owner, tags, protected,
+  description, context tokens, and the difficulty band the gates apply (``gate_thresholds``
+  overrides, else :data:`quality.difficulty.DEFAULT_BAND`), plus the plugin errors;
+- :func:`pass_rate_verdicts` judges stored pass rates against a band exactly as the gate would
+  (:func:`quality.difficulty.pass_rate_verdict`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import polars as pl
+
+from domains.registry import configured_domains_path, get_registry
+from quality.difficulty import DEFAULT_BAND, Band, pass_rate_verdict
+
+SCHEMA = {"domain": pl.Utf8, "owner": pl.Utf8, "tags": pl.List(pl.Utf8), "protected": pl.Boolean,
+          "description": pl.Utf8, "context_tokens": pl.Int64, "difficulty_min": pl.Float64,
+          "difficulty_max": pl.Float64}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    domains: pl.DataFrame                        # one row per domain (SCHEMA)
+    errors: list[str] = field(default_factory=list)  # plugins that failed to load, as a person reads them
+
+    def band(self, domain: str) -> tuple[float, float]:
+        """``(difficulty_min, difficulty_max)`` of ``domain``; the gates' default when unknown."""
+        row = self.domains.filter(pl.col("domain") == domain) if self.domains.height else self.domains
+        return (row["difficulty_min"][0], row["difficulty_max"][0]) if row.height else DEFAULT_BAND
+
+
+def domains_path() -> str | None:
+    """The plugin path the registry reads when none is named (``$ASSAY_DOMAINS_PATH``)."""
+    return configured_domains_path()
+
+
+def catalog(domains_path: str | None) -> Catalog:
+    """The registry of built-ins plus the plugins under ``domains_path`` (None or "": built-ins only)."""
+    registry = get_registry(domains_path or "")
+    rows = []
+    for d in registry:
+        band = Band.for_domain(d)
+        rows.append({"domain": d.name, "owner": d.owner, "tags": list(d.tags), "protected": d.protected,
+                     "description": d.description, "context_tokens": d.context_tokens,
+                     "difficulty_min": band.low, "difficulty_max": band.high})
+    return Catalog(pl.DataFrame(rows, schema=SCHEMA), [str(e) for e in registry.errors])
+
+
+def pass_rate_verdicts(passes: Sequence[int], samples: Sequence[int], band: tuple[float, float]) -> list[str]:
+    """Each item's verdict (``in_band``, ``too_easy``, ``too_hard``) against ``band``, as the gate decides."""
+    rule = Band(*band)
+    return [pass_rate_verdict(p, k, rule) for p, k in zip(passes, samples)]
