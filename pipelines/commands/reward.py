@@ -1,0 +1,182 @@
+"""``assay reward train|check|list``: learned reward models for domains without a verifier (issue 31).
+
+``train`` fits a reward model on a preference-pairs file (:mod:`training.reward_model`), ``check``
+runs its gate on labelled pairs (:mod:`quality.reward_gate`: agreement with intervals and bias
+probes; exit 1 when it fails, with the reasons), ``list`` shows the trained ones. Records: lake
+tables ``reward_models`` and ``reward_gates``, MLflow runs and the registered model
+``assay-reward-model``. torch and MLflow are imported inside the handlers (``--help`` stays cheap).
+
+No examples are registered under ``--help``: tests/pipelines/test_help_examples.py runs every
+example on a fresh home, and these need a pairs file the user brings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit
+from pipelines.config_flags import add_model_flags, model_from_args
+from quality.reward_gate_config import RewardGateConfig
+from training.reward_config import RewardTrainConfig
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "reward", help="learned reward models: train on preference pairs, gate before use",
+        description="Learned rewards for domains without an exact verifier: a reward model (a causal LM with a "
+                    "scalar head, Bradley-Terry loss) trained on preference pairs, and its gate (agreement with "
+                    "held-out labelled pairs, bias probes).")
+    sub = parser.add_subparsers(dest="reward_command", metavar="ACTION", required=True)
+
+    train = sub.add_parser(
+        "train", help="train a reward model for DOMAIN on a pairs file (JSONL prompt, chosen, rejected)",
+        description="Train a reward model for DOMAIN on preference pairs: one JSON object per line with prompt, "
+                    "chosen (the better answer) and rejected, optionally id and metadata. Every bad line is "
+                    "reported by number and the file is refused whole. A share of the prompts is held out (saved "
+                    "beside the model) for `assay reward check`. Recorded in lake table reward_models, in MLflow "
+                    "and as a version of the registered model assay-reward-model.")
+    train.add_argument("domain", metavar="DOMAIN", help="the domain the reward model scores (lower_snake_case)")
+    train.add_argument("--pairs", required=True, metavar="FILE", help="the preference-pairs file (JSONL)")
+    add_model_flags(train, RewardTrainConfig, metavars={"base": "POLICY", "max_steps": "N"})
+    add_json_flag(train)
+    train.set_defaults(handler=train_command)
+
+    check = sub.add_parser(
+        "check", help="gate a reward model: agreement with labelled pairs and bias probes (exit 1 if it fails)",
+        description="Judge DOMAIN's reward model (the latest unless --reward-model) on labelled pairs (its held-out "
+                    "pairs unless --pairs): accuracy (Wilson interval) and Cohen's kappa (bootstrap interval) must "
+                    "clear their bars, and hacks built from the pairs (the rejected answer padded, stated with "
+                    "certainty; the prompt echoed, fig-leaf refusals, hedges, sprays as in `assay domains attack`) "
+                    "must not beat the chosen answer more often than the rejected answer does. Recorded in lake "
+                    "table reward_gates and MLflow. Exit 1 if it fails, with the reasons.")
+    check.add_argument("domain", metavar="DOMAIN", help="the domain whose reward model to check")
+    check.add_argument("--pairs", metavar="FILE", help="labelled pairs to judge on (default: the reward model's own "
+                                                       "held-out pairs)")
+    check.add_argument("--reward-model", default="latest", metavar="ID|latest",
+                       help="which reward model (default: the domain's latest)")
+    check.add_argument("--batch-size", type=int, default=16, metavar="N",
+                       help="sequences per forward pass of the reward model (default 16)")
+    check.add_argument("--no-mlflow", action="store_true", help="do not log the check to MLflow")
+    add_model_flags(check, RewardGateConfig, metavars={"probes": "PROBE"})
+    add_json_flag(check)
+    check.set_defaults(handler=check_command)
+
+    lister = sub.add_parser("list", help="list trained reward models and their latest gate verdicts",
+                            description="List the trained reward models (of DOMAIN when given), oldest first.")
+    lister.add_argument("domain", nargs="?", metavar="DOMAIN", help="only this domain's")
+    add_json_flag(lister)
+    lister.set_defaults(handler=list_command)
+
+
+def _note_unregistered(domain: str) -> None:
+    from domains import get_registry
+
+    if domain not in get_registry():
+        print(f"assay: note: {domain!r} is not a registered domain (see `assay domains list`); the reward model is "
+              "kept under that name", file=sys.stderr)
+
+
+def _read_pairs(path: str):
+    from storage.preference_pairs import PairsFileError, read_pairs
+
+    try:
+        return read_pairs(path)
+    except PairsFileError as exc:
+        raise CliError(str(exc)) from None
+
+
+def train_command(args: argparse.Namespace) -> int:
+    from generation.policy import PolicyError
+    from pipelines.settings import open_lake
+    from training.reward_model import RewardTrainingError, train_reward_model
+
+    config = model_from_args(RewardTrainConfig, args)
+    pairs = _read_pairs(args.pairs)
+    _note_unregistered(args.domain)
+    lake = open_lake(write=True)
+    try:
+        record = train_reward_model(lake, lake.mlflow_uri, args.domain, pairs, config, pairs_source=args.pairs,
+                                    log=lambda m: print(m, file=sys.stderr))
+    except (RewardTrainingError, PolicyError) as exc:
+        raise CliError(str(exc)) from None
+    payload = {**record.to_json(), "config": json.loads(record.config or "{}")}
+
+    def human(p):
+        return (f"reward model {p['reward_model']} for {p['domain']} (base {p['base_model']}): "
+                f"{p['train_pairs']} pairs trained, {p['steps']} steps in {p['train_seconds']:.1f} s, final loss "
+                f"{p['final_loss']:.4f}; held-out accuracy {p['heldout_accuracy']:.3f} on {p['heldout_pairs']} pairs"
+                + (" (label-shuffled control)" if p["shuffled_labels"] else "")
+                + f"\nnext: assay reward check {p['domain']} --reward-model {p['reward_model']}")
+
+    emit(args, payload, human)
+    return 0
+
+
+def check_command(args: argparse.Namespace) -> int:
+    from generation.reward_models import RewardModelNotFound, resolve_reward_model
+    from generation.reward_scorer import RewardModelError, RewardScorer
+    from pipelines.settings import open_lake
+    from quality.reward_gate import check_reward, record_reward_gate
+    from storage.preference_pairs import pairs_fingerprint
+
+    config = model_from_args(RewardGateConfig, args)
+    if args.batch_size < 1:
+        raise CliError(f"--batch-size {args.batch_size}: must be >= 1")
+    lake = open_lake(write=True)
+    try:
+        record = resolve_reward_model(lake, args.domain, args.reward_model)
+    except RewardModelNotFound as exc:
+        raise CliError(str(exc)) from None
+    source = args.pairs or str(record.heldout_path)
+    pairs = _read_pairs(source)
+    try:
+        scorer = RewardScorer.load(record.path, batch_size=args.batch_size)
+    except RewardModelError as exc:
+        raise CliError(str(exc)) from None
+    result = check_reward(scorer, pairs, config)
+    fingerprint = pairs_fingerprint(pairs)
+    written = record_reward_gate(lake, None if args.no_mlflow else lake.mlflow_uri, result, domain=args.domain,
+                                 reward_model=record.reward_model, pairs_source=source, pairs_fingerprint=fingerprint)
+    payload = {"domain": args.domain, "reward_model": record.reward_model, "pairs_source": source,
+               "pairs_fingerprint": fingerprint, **result.to_json(), **written}
+
+    def human(p):
+        lines = [f"{'criterion':<28} {'observed':>8} {'interval':>17} {'bar':>7}  verdict"]
+        for c in p["criteria"]:
+            observed = "n/a" if c["observed"] is None else f"{c['observed']:.3f}"
+            interval = "" if c["ci_low"] is None else f"[{c['ci_low']:.3f},{c['ci_high']:.3f}]"
+            bar = "" if c["threshold"] is None else f"{c['threshold']:.3f}"
+            lines.append(f"{c['criterion']:<28} {observed:>8} {interval:>17} {bar:>7}  "
+                         f"{'ok' if c['passed'] else 'FAIL'}")
+        verdict = "PASSED" if p["passed"] else "FAILED"
+        lines.append(f"reward model {p['reward_model']} on {p['pairs']} labelled pairs: {verdict}")
+        lines += [f"  {reason}" for reason in p["reasons"]]
+        return "\n".join(lines)
+
+    emit(args, payload, human)
+    return 0 if result.passed else EXIT_FAILED
+
+
+def list_command(args: argparse.Namespace) -> int:
+    from generation.reward_models import list_reward_models
+    from pipelines.settings import open_lake
+    from quality.reward_gate import latest_reward_gate
+
+    lake = open_lake()
+    rows = []
+    for record in list_reward_models(lake, args.domain):
+        gate = latest_reward_gate(lake, record.domain, record.reward_model)
+        rows.append({"reward_model": record.reward_model, "domain": record.domain, "base_model": record.base_model,
+                     "shuffled_labels": record.shuffled_labels, "heldout_accuracy": record.heldout_accuracy,
+                     "created_at": record.created_at,
+                     "gate": None if not gate else ("passed" if all(r["passed"] for r in gate) else "failed")})
+
+    def human(rows):
+        lines = [f"{r['reward_model']:<48} {r['domain']:<20} acc {'n/a' if r['heldout_accuracy'] is None else format(r['heldout_accuracy'], '.3f')}  "
+                 f"gate {r['gate'] or 'not checked'}" for r in rows]
+        return "\n".join(lines + [f"{len(rows)} reward models"])
+
+    emit(args, rows, human)
+    return 0

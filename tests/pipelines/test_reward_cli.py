@@ -1,0 +1,69 @@
+"""`assay reward train|check|list` end to end on the tiny policy (issue 31): a reward model trained on
+a separable pairs file passes its gate (exit 0), the label-shuffled control fails it (exit 1, with
+the reason), both are recorded in the lake and MLflow, and a bad pairs file is refused with its
+line numbers (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from storage import tracking
+from storage.lake import Lake
+from storage.preference_pairs import write_pairs
+from tests.conftest import run_cli
+from tests.training.reward_pairs import toy_pairs
+
+TRAIN = ("--base", "tiny", "--epochs", "2", "--batch-size", "16", "--learning-rate", "3e-3", "--max-length", "64")
+
+
+@pytest.mark.slow  # five CLI processes, each importing torch and MLflow: about a minute on two loaded cores
+def test_reward_train_check_and_list_end_to_end(tiny_home, tmp_path):
+    pairs = write_pairs(toy_pairs(120), tmp_path / "pairs.jsonl")
+
+    out = run_cli("reward", "train", "toy_colors", "--pairs", str(pairs), *TRAIN, "--json")
+    assert out.returncode == 0, out.stderr
+    trained = json.loads(out.stdout)
+    assert trained["heldout_accuracy"] >= 0.9 and trained["config"]["base"] == "tiny"
+    assert "not a registered domain" in out.stderr
+
+    out = run_cli("reward", "check", "toy_colors", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    gate = json.loads(out.stdout)
+    assert gate["passed"] and gate["reasons"] == [] and gate["reward_model"] == trained["reward_model"]
+    assert gate["pairs"] == trained["heldout_pairs"]
+
+    out = run_cli("reward", "train", "toy_colors", "--pairs", str(pairs), *TRAIN, "--shuffle-labels", "--json")
+    assert out.returncode == 0, out.stderr
+    control = json.loads(out.stdout)
+    out = run_cli("reward", "check", "toy_colors", "--pairs", str(control["path"] + "/heldout_pairs.jsonl"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "FAILED" in out.stdout and "accuracy: chose the labelled answer" in out.stdout
+
+    lake = Lake(tiny_home)
+    rows = lake.read("reward_gates")
+    assert sorted(set(rows["reward_model"])) == sorted([trained["reward_model"], control["reward_model"]])
+    verdicts = {m: all(rows.filter(rows["reward_model"] == m)["passed"]) for m in set(rows["reward_model"])}
+    assert verdicts == {trained["reward_model"]: True, control["reward_model"]: False}
+    runs = tracking.client(lake.mlflow_uri).search_runs([tracking.experiment_id(lake.mlflow_uri)],
+                                                        "tags.`assay.kind` = 'reward_gate'")
+    assert sorted(r.data.tags["assay.passed"] for r in runs) == ["false", "true"]
+
+    out = run_cli("reward", "list", "toy_colors", "--json")
+    assert out.returncode == 0, out.stderr
+    listed = json.loads(out.stdout)
+    assert [(r["reward_model"], r["gate"], r["shuffled_labels"]) for r in listed] == [
+        (trained["reward_model"], "passed", False), (control["reward_model"], "failed", True)]
+
+
+def test_a_bad_pairs_file_is_refused_with_its_line_numbers(tiny_home, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "q", "chosen": "a", "rejected": "b"}\n{"prompt": "q2", "chosen": "a"}\nnope\n')
+    out = run_cli("reward", "train", "toy_colors", "--pairs", str(bad), "--base", "tiny")
+    assert out.returncode == 2
+    assert "line 2: missing field 'rejected'" in out.stderr and "line 3: invalid JSON" in out.stderr
+    out = run_cli("reward", "check", "toy_colors")
+    assert out.returncode == 2 and "assay reward train toy_colors --pairs FILE" in out.stderr
+    out = run_cli("reward", "train", "toy_colors", "--pairs", str(bad), "--heldout-fraction", "1.5")
+    assert out.returncode == 2 and "--heldout-fraction" in out.stderr
