@@ -18,7 +18,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from storage.preference_pairs import write_pairs
 from tests.conftest import REPO, run_cli, write_plugin, write_task_suite
+from tests.training.reward_pairs import toy_pairs
 
 # DS_ACCELERATOR is set in this test process once any in-process training ran (training.engine);
 # a user's shell does not have it, and without it DeepSpeed prints its accelerator warning.
@@ -38,6 +40,7 @@ def home(tmp_path_factory) -> dict:
     program = root / "hello.py"
     program.write_text("print('hi')\n")
     write_task_suite(root / "tasks")
+    write_pairs(toy_pairs(60), root / "pairs.jsonl")
     rng = np.random.default_rng(0)
     for name, shift in (("base", 0.0), ("cand", -0.2)):
         pl.DataFrame([{"domain": "plug", "item_id": f"i{i}", "sample_idx": s,
@@ -53,6 +56,11 @@ def home(tmp_path_factory) -> dict:
 def _files(home: dict, args: tuple[str, ...]) -> list[str]:
     return [a.format(root=home["root"]) for a in args]
 
+
+REWARD_TRAIN = ("--base", "tiny", "--epochs", "1", "--batch-size", "16", "--learning-rate", "3e-3", "--max-length", "64")
+# commands that read what another wrote: that one runs first, in the same home (xdist may
+# hand the cases to different workers, each with its own home)
+PREPARE = {("reward", "check"): ("reward", "train", "plug", "--pairs", "{root}/pairs.jsonl", *REWARD_TRAIN)}
 
 # command -> (arguments after the command, allowed exit codes, check of the parsed document)
 CASES = {
@@ -95,6 +103,13 @@ CASES = {
     ("demo",): (("--recipe", "tiny", "--domains", "math_arith_easy", "--train-samples", "16", "--steps", "2",
                  "--sweep-items", "3", "--max-new-tokens", "4"), {0},
                 lambda d: {"ok", "domains", "training", "evaluations", "event_log"} <= set(d) and d["ok"]),
+    ("reward", "train"): (("plug", "--pairs", "{root}/pairs.jsonl", *REWARD_TRAIN), {0},
+                          lambda d: {"reward_model", "domain", "heldout_accuracy", "mlflow_run_id", "config"} <= set(d)
+                          and d["domain"] == "plug"),
+    ("reward", "check"): (("plug",), {0, 1},
+                          lambda d: {"passed", "reasons", "criteria", "reward_model", "check"} <= set(d)
+                          and any(c["criterion"] == "accuracy" for c in d["criteria"])),
+    ("reward", "list"): ((), {0}, lambda d: isinstance(d, list)),
 }
 SLOW = {("demo",)}  # a whole pipeline run (~30 s here); CI runs slow tests too
 
@@ -125,6 +140,9 @@ def test_every_json_command_is_covered():
                                      for c in CASES])
 def test_json_stdout_is_exactly_one_document(home, command):
     args, codes, check = CASES[command]
+    if command in PREPARE:
+        ready = run_cli(*_files(home, PREPARE[command]), env=home["env"], unset=UNSET, timeout=600)
+        assert ready.returncode == 0, ready.stderr[-3000:]
     out = run_cli(*command, *_files(home, args), "--json", env=home["env"], unset=UNSET, timeout=600)
     assert out.returncode in codes, out.stderr[-3000:]
     try:
