@@ -310,9 +310,12 @@ def q_naive_sql(lake) -> int:
 def q_domain(lake, domain: str, baseline: str, candidate: str) -> int:
     from ui import queries as Q
 
+    from evaluation.results import compared_rows
+
     where = [{"domain": domain}]
-    con = Q.open_views(lake, {"results": where, "sweep_summary": where, "samples": where, "checkpoints": None})
-    items = Q.item_changes(con, domain, baseline, candidate)
+    cand_rows, base_rows = compared_rows(lake, candidate, baseline, domain)  # as the domain page reads them
+    con = Q.open_views(lake, {"sweep_summary": where, "samples": where, "checkpoints": None})
+    items = Q.item_changes(con, domain, base_rows, cand_rows)
     Q.score_trend(con, domain)
     con.close()
     return items.height

@@ -10,9 +10,11 @@ certification, the GRPO run's comparisons in the benches, a rescore) reads them 
   on a domain, latest first: the config of its latest ``sweep_summary`` row, then the others by
   their newest row, with K when the summary names it;
 - :meth:`CheckpointResults.rows_for` keeps one config's rows (and the summary's K), each
-  (item, sample) once: a batch re-written after a crash could repeat a sample;
+  (item, sample) once, its newest row: a batch re-written after a crash, or a re-run of the same
+  samples, repeats a sample;
 - :func:`checkpoint_results` is a checkpoint's latest sweep per domain; :func:`comparable_results`
-  pairs two checkpoints per domain on a config both were swept with.
+  pairs two checkpoints per domain on a config both were swept with; :func:`compared_rows` is one
+  domain's pair as a stored comparison used it (the dashboard's item-by-item view).
 
 Nothing here writes: reading results never registers a checkpoint or records a comparison.
 """
@@ -20,7 +22,7 @@ Nothing here writes: reading results never registers a checkpoint or records a c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import polars as pl
 
@@ -75,7 +77,11 @@ class CheckpointResults:
         rows = self.domain_rows(domain).filter(pl.col("gen_config") == config.gen_config)
         if config.k is not None:
             rows = rows.filter(pl.col("sample_idx") < config.k)
+        rows = rows.sort("created_at", descending=True, nulls_last=True, maintain_order=True)
         return rows.unique(subset=["item_id", "sample_idx"], keep="first", maintain_order=True)
+
+    def config_named(self, domain: str, gen_config: str) -> SweptConfig | None:
+        return next((c for c in self.configs(domain) if c.gen_config == gen_config), None)
 
     def latest(self, domains: Iterable[str] | None = None) -> pl.DataFrame:
         """Per-sample rows of the latest sweep of each domain (of ``domains`` when given)."""
@@ -90,10 +96,18 @@ class CheckpointResults:
         return pl.concat(frames) if frames else _empty_results()
 
 
-def read_checkpoint(lake: Lake, checkpoint: str) -> CheckpointResults:
-    """``checkpoint``'s results and sweep summaries: one read of each table, every domain."""
-    rows = lake.read("results", where={"checkpoint": checkpoint})
-    summaries = lake.read("sweep_summary", where={"checkpoint": checkpoint})
+def _read(lake: Lake, table: str, checkpoint: str, domains: Sequence[str] | None) -> pl.DataFrame:
+    if domains is None:
+        return lake.read(table, where={"checkpoint": checkpoint})
+    frames = [f for d in domains if (f := lake.read(table, where={"checkpoint": checkpoint, "domain": d})).height]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
+def read_checkpoint(lake: Lake, checkpoint: str, domains: Sequence[str] | None = None) -> CheckpointResults:
+    """``checkpoint``'s results and sweep summaries: one read of each table for every domain, or
+    only ``domains``' partitions (a page about one domain reads that domain's files only)."""
+    rows = _read(lake, "results", checkpoint, domains)
+    summaries = _read(lake, "sweep_summary", checkpoint, domains)
     return CheckpointResults(checkpoint, conform(rows, RESULTS) if rows.height else _empty_results(),
                              conform(summaries, SWEEP_SUMMARY) if summaries.height
                              else conform(pl.DataFrame(), SWEEP_SUMMARY))
@@ -136,3 +150,15 @@ def pair_results(candidate: CheckpointResults, baseline: CheckpointResults) -> t
 def comparable_results(lake: Lake, candidate: str, baseline: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """:func:`pair_results` of two checkpoints read from ``lake`` (each read once)."""
     return pair_results(read_checkpoint(lake, candidate), read_checkpoint(lake, baseline))
+
+
+def compared_rows(lake: Lake, candidate: str, baseline: str, domain: str,
+                  gen_config: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(candidate rows, baseline rows) of one domain as a comparison used them: on ``gen_config``
+    (a ``regression`` row's) when given and both sides have it, else as :func:`pair_results` pairs them."""
+    cand, base = read_checkpoint(lake, candidate, [domain]), read_checkpoint(lake, baseline, [domain])
+    if gen_config:
+        c_cfg, b_cfg = cand.config_named(domain, gen_config), base.config_named(domain, gen_config)
+        if c_cfg is not None and b_cfg is not None:
+            return cand.rows_for(domain, c_cfg), base.rows_for(domain, b_cfg)
+    return pair_results(cand, base)

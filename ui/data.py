@@ -15,6 +15,7 @@ import polars as pl
 import streamlit as st
 
 from evaluation import domain_catalog
+from evaluation.results import compared_rows
 from storage import tracking
 from storage.deployment import redacted
 from storage.lake import Lake, resolve_home
@@ -185,13 +186,12 @@ def domain_detail(home: str, domain: str) -> dict:
         }
     finally:
         con.close()
-    if verdict:
-        where = [{"checkpoint": verdict["candidate"], "domain": domain},
-                 {"checkpoint": verdict["baseline"], "domain": domain}]
-        con = Q.open_views(lake, {"results": where, "sweep_summary": where, "samples": mine})
-        try:
-            detail["items"] = Q.item_changes(con, domain, verdict["baseline"], verdict["candidate"],
+    if verdict:  # the rows the comparison used, read by evaluation's one reader of results
+        cand_rows, base_rows = compared_rows(lake, verdict["candidate"], verdict["baseline"], domain,
                                              verdict.get("gen_config"))
+        con = Q.open_views(lake, {"samples": mine})
+        try:
+            detail["items"] = Q.item_changes(con, domain, base_rows, cand_rows)
         finally:
             con.close()
     return detail

@@ -556,44 +556,30 @@ def latest_regression(con, domain: str) -> dict | None:
     return with_later_columns(frame).row(0, named=True) if frame.height else None
 
 
-def item_changes(con, domain: str, baseline: str, candidate: str, gen_config: str | None = None) -> pl.DataFrame:
-    """Per eval item: mean score and first completion under baseline and candidate, a ``change``
-    (lost | gained | same, as evaluation.regression counts them), and the prompt and answer when the
-    samples table has them. ``gen_config``: the generation config the comparison used (its
-    regression row says); without it, each checkpoint's newest sweep."""
-    if not has_view(con, "results"):
+def item_changes(con, domain: str, baseline_rows: pl.DataFrame, candidate_rows: pl.DataFrame) -> pl.DataFrame:
+    """Per eval item both sides scored: mean score and first completion under baseline and
+    candidate, a ``change`` (lost | gained | same, as evaluation.regression counts them), and the
+    prompt and answer when the samples table has them. The rows are the ones the comparison used
+    (:func:`evaluation.results.compared_rows`: its generation config, each sample once)."""
+    if not baseline_rows.height or not candidate_rows.height:
         return pl.DataFrame()
-    prompt_join, prompt_cols = "", "NULL::VARCHAR AS prompt, NULL::VARCHAR AS answer"
+
+    def per_item(rows: pl.DataFrame, side: str) -> pl.DataFrame:
+        return (rows.sort("sample_idx").group_by("item_id", maintain_order=True)
+                .agg(pl.col("score").mean().alias(f"{side}_score"), pl.col("completion").first().alias(f"{side}_completion")))
+
+    items = per_item(baseline_rows, "baseline").join(per_item(candidate_rows, "candidate"), on="item_id")
+    solved_before, solved_now = pl.col("baseline_score") >= PASS_THRESHOLD, pl.col("candidate_score") >= PASS_THRESHOLD
+    items = items.with_columns(pl.when(solved_before & ~solved_now).then(pl.lit("lost"))
+                               .when(solved_now & ~solved_before).then(pl.lit("gained"))
+                               .otherwise(pl.lit("same")).alias("change"))
+    prompts = pl.DataFrame(schema={"item_id": pl.Utf8, "prompt": pl.Utf8, "answer": pl.Utf8})
     if has_view(con, "samples"):
-        prompt_join = ("LEFT JOIN (SELECT id, any_value(prompt) AS prompt, any_value(answer) AS answer "
-                       "FROM samples WHERE domain = $1 AND split = 'eval' GROUP BY id) s ON s.id = b.item_id")
-        prompt_cols = "s.prompt, s.answer"
-    # A sweep may have scored a checkpoint under several generation configs and re-run items:
-    # keep the config of the checkpoint's newest sweep summary and the newest row per sample.
-    config_filter = ""
-    params = [domain, baseline, candidate]
-    if gen_config:  # the config both sides were compared on: like with like
-        config_filter, params = "AND gen_config = $4", params + [gen_config]
-    elif has_view(con, "sweep_summary"):
-        config_filter = """AND (checkpoint, gen_config) IN (
-            SELECT checkpoint, arg_max(gen_config, created_at) FROM sweep_summary
-            WHERE domain = $1 AND checkpoint IN ($2, $3) GROUP BY checkpoint)"""
-    return _frame(con, f"""
-        WITH scored AS (
-            SELECT * FROM results WHERE domain = $1 AND checkpoint IN ($2, $3) {config_filter}
-            QUALIFY row_number() OVER (PARTITION BY checkpoint, item_id, sample_idx ORDER BY created_at DESC) = 1),
-        per AS (
-            SELECT checkpoint, item_id, avg(score) AS score,
-                   arg_min(completion, sample_idx) AS completion
-            FROM scored GROUP BY checkpoint, item_id),
-        b AS (SELECT * FROM per WHERE checkpoint = $2), c AS (SELECT * FROM per WHERE checkpoint = $3)
-        SELECT b.item_id, b.score AS baseline_score, c.score AS candidate_score,
-               CASE WHEN b.score >= {PASS_THRESHOLD} AND c.score < {PASS_THRESHOLD} THEN 'lost'
-                    WHEN c.score >= {PASS_THRESHOLD} AND b.score < {PASS_THRESHOLD} THEN 'gained'
-                    ELSE 'same' END AS change,
-               {prompt_cols}, b.completion AS baseline_completion, c.completion AS candidate_completion
-        FROM b JOIN c USING (item_id) {prompt_join}
-        ORDER BY change, b.item_id""", params)
+        prompts = _frame(con, "SELECT id AS item_id, any_value(prompt) AS prompt, any_value(answer) AS answer "
+                              "FROM samples WHERE domain = $1 AND split = 'eval' GROUP BY id", [domain])
+    items = items.join(prompts, on="item_id", how="left")
+    return items.select("item_id", "baseline_score", "candidate_score", "change", "prompt", "answer",
+                        "baseline_completion", "candidate_completion").sort(["change", "item_id"])
 
 
 # -- variants page ----------------------------------------------------------------------------

@@ -133,7 +133,7 @@ def test_views_rebind_by_name_when_an_old_file_lacks_a_column(assay_home):
         views.rows("SELECT no_such_column FROM promotions")
 
 
-def test_item_changes_use_the_newest_sweep_config_and_rows(assay_home):
+def test_item_changes_show_the_compared_config_and_the_newest_rows(assay_home):
     lake = Lake.at(assay_home)
 
     def results(checkpoint, batch, config, at, scores):
@@ -154,10 +154,17 @@ def test_item_changes_use_the_newest_sweep_config_and_rows(assay_home):
     results("cand", "b3", "greedy", "2026-11-03", [0.0, 1.0, 1.0])  # a re-run of the same samples: newest wins
     summary("base", "greedy", "2026-11-01")
     summary("cand", "greedy", "2026-11-03")
-    con = Q.open_views(lake, ["results", "sweep_summary"])
-    items = Q.item_changes(con, "a", "base", "cand").sort("item_id")
-    assert items["change"].to_list() == ["lost", "same", "gained"]
-    assert items["candidate_completion"].to_list() == ["cand-greedy-0", "cand-greedy-1", "cand-greedy-2"]
+    from evaluation.results import compared_rows
+
+    con = Q.open_views(lake, ["samples"])
+    for gen_config in (None, "greedy"):  # as pair_results pairs them, or on the regression row's config
+        cand_rows, base_rows = compared_rows(lake, "cand", "base", "a", gen_config)
+        items = Q.item_changes(con, "a", base_rows, cand_rows).sort("item_id")
+        assert items["change"].to_list() == ["lost", "same", "gained"]
+        assert items["candidate_completion"].to_list() == ["cand-greedy-0", "cand-greedy-1", "cand-greedy-2"]
+    # on the other config the baseline never swept there is no pair: nothing to show, not the wrong pair
+    cand_rows, base_rows = compared_rows(lake, "cand", "base", "a", "sampled")
+    assert set(cand_rows["gen_config"]) == set(base_rows["gen_config"]) == {"greedy"}
 
 
 def _history(lake, run_id, rows, *, old=False):
