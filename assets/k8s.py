@@ -2,7 +2,8 @@
 
 Each heavy asset sits in one of Assay's pools (:mod:`pipelines.instance`); on a cluster the pool
 also says what pod its step needs: ``trainer`` (``policy_checkpoint``) and ``sweep`` (sweeps,
-difficulty pass rates, fast variants: they generate) get a GPU, ``ingest`` only CPU and memory.
+difficulty pass rates, fast variants: they generate) get a GPU, ``ingest`` and ``maintenance``
+(lake maintenance) only CPU and memory.
 
 The requests travel as the ``dagster-k8s/config`` op tag, which dagster-k8s's
 ``k8s_job_executor`` applies to each step's pod. The ``K8sRunLauncher`` alone reads run tags
@@ -21,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assets.pools import POOL_INGEST, POOL_SWEEP, POOL_TRAINER, POOLS
+from assets.pools import POOL_INGEST, POOL_MAINTENANCE, POOL_SWEEP, POOL_TRAINER, POOLS
 
 K8S_CONFIG_TAG = "dagster-k8s/config"  # dagster_k8s.job.USER_DEFINED_K8S_CONFIG_KEY
 GPU_RESOURCE = "nvidia.com/gpu"  # the NVIDIA device plugin's extended resource
@@ -51,6 +52,7 @@ POOL_RESOURCES: dict[str, PodResources] = {
     POOL_TRAINER: PodResources(cpu="8", memory="64Gi", gpus=1),
     POOL_SWEEP: PodResources(cpu="4", memory="32Gi", gpus=1),
     POOL_INGEST: PodResources(cpu="2", memory="8Gi"),
+    POOL_MAINTENANCE: PodResources(cpu="1", memory="4Gi"),
 }
 
 # GPU nodes are commonly tainted so that CPU-only pods stay off them; GPU steps tolerate it.

@@ -8,4 +8,5 @@ from pipelines/ (the import contracts in pyproject.toml).
 POOL_TRAINER = "trainer"
 POOL_SWEEP = "sweep"
 POOL_INGEST = "ingest"
-POOLS = (POOL_TRAINER, POOL_SWEEP, POOL_INGEST)
+POOL_MAINTENANCE = "maintenance"  # lake maintenance (assets.maintenance): one at a time
+POOLS = (POOL_TRAINER, POOL_SWEEP, POOL_INGEST, POOL_MAINTENANCE)

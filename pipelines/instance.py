@@ -8,8 +8,9 @@ four evaluation runs at once. So the instance queues runs (``QueuedRunCoordinato
   them (``make ui``'s sensor and schedule, a backfill, ``assay demo``, ``dagster asset materialize``):
   ``trainer`` (``policy_checkpoint``; default 1: one GRPO run at a time), ``sweep``
   (``checkpoint_sweep``; default max(1, cores // 2)), ``ingest`` (``domain_samples``,
-  ``gated_samples``; default max(1, cores // 2)). Set ``ASSAY_POOL_TRAINER``, ``ASSAY_POOL_SWEEP``,
-  ``ASSAY_POOL_INGEST`` to change them. A queued run whose first step is in a full pool stays
+  ``gated_samples``; default max(1, cores // 2)), ``maintenance`` (``lake_maintenance``; default 1:
+  two would race each other's compactions). Set ``ASSAY_POOL_TRAINER``, ``ASSAY_POOL_SWEEP``,
+  ``ASSAY_POOL_INGEST``, ``ASSAY_POOL_MAINTENANCE`` to change them. A queued run whose first step is in a full pool stays
   queued until a slot frees; any other pool falls back to ``default_limit: 1``.
 
 These environment variables are read here and nowhere else (:meth:`ConcurrencySettings.from_env`).
@@ -30,7 +31,7 @@ from typing import Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from assets.pools import POOL_INGEST, POOL_SWEEP, POOL_TRAINER, POOLS  # noqa: E402,F401 (the names; limits here)
+from assets.pools import POOL_INGEST, POOL_MAINTENANCE, POOL_SWEEP, POOL_TRAINER, POOLS  # noqa: E402,F401 (the names; limits here)
 
 MANAGED_MARKER = "# assay-managed: v2"
 # What Assay wrote before it configured concurrency: upgraded in place.
@@ -61,7 +62,7 @@ class ConcurrencySettings(BaseModel):
     max_concurrent_runs: int = Field(description="runs in progress at once (ASSAY_MAX_CONCURRENT_RUNS; default: "
                                                  "the number of cores)")
     pools: dict[str, int] = Field(default_factory=dict, description="steps at once per concurrency pool "
-                                                                    "(ASSAY_POOL_TRAINER, _SWEEP, _INGEST)")
+                                                                    "(ASSAY_POOL_TRAINER, _SWEEP, _INGEST, _MAINTENANCE)")
 
     @field_validator("max_concurrent_runs")
     @classmethod
@@ -86,7 +87,8 @@ class ConcurrencySettings(BaseModel):
     def defaults(cls, cores: int | None = None) -> "ConcurrencySettings":
         cores = cores or _cores()
         half = max(1, cores // 2)
-        return cls(max_concurrent_runs=cores, pools={POOL_TRAINER: 1, POOL_SWEEP: half, POOL_INGEST: half})
+        return cls(max_concurrent_runs=cores, pools={POOL_TRAINER: 1, POOL_SWEEP: half, POOL_INGEST: half,
+                                                          POOL_MAINTENANCE: 1})
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "ConcurrencySettings":

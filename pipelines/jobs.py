@@ -55,5 +55,12 @@ fast_variant_job = dg.define_asset_job(
                 "non-inferiority and move the 'fast' alias when certified.",
 )
 
+# The lake's history kept short (assets.maintenance): hourly by lake_maintenance_schedule in the
+# team profile; on the local profile it only recovers dead writers' staging folders.
+lake_maintenance_job = dg.define_asset_job(
+    "lake_maintenance_job", selection=dg.AssetSelection.assets("lake_maintenance"),
+    description="Compact small files, expire old snapshots and remove orphan files in every lake table.",
+)
+
 JOBS = [ingest_job, domain_pipeline_job, difficulty_refresh_job, training_job, checkpoint_sweep_job,
-        checkpoint_evaluation_job, fast_variant_job]
+        checkpoint_evaluation_job, fast_variant_job, lake_maintenance_job]

@@ -1,10 +1,16 @@
-"""Schedules: the nightly sweep of the champion and the latest checkpoint at 02:00 UTC.
+"""Schedules: the nightly sweep of the champion and the latest checkpoint at 02:00 UTC, and the
+hourly lake maintenance.
 
 The sweep is cached per item, so a nightly run of an unchanged checkpoint only generates what is
 new: domains added since (plugins), eval items added, or a changed generation config. Its runs
 generate with the policy resource's engine (``PolicyResource.backend``: auto, i.e. vLLM where it
 is installed and serves the model; the sweep asset's ``backend`` left empty means that one), named
 in each run's ``assay.backend`` tag.
+
+``lake_maintenance_schedule`` runs ``lake_maintenance_job`` (:mod:`assets.maintenance`) at minute
+17 of every hour. It is on by default where the lake is shared (the ``team`` and ``cluster``
+profiles: Iceberg tables whose history grows with every commit) and off by default on the local
+profile, where the job has almost nothing to do; either way it can be switched in the Dagster UI.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import datetime as dt
 
 import dagster as dg
 
-from pipelines.jobs import checkpoint_sweep_job
+from pipelines.jobs import checkpoint_sweep_job, lake_maintenance_job
 from assets.partitions import checkpoint_partitions
 from assets.resources import LakeResource, MlflowResource, PolicyResource
 
@@ -51,4 +57,18 @@ def nightly_sweep_schedule(context: dg.ScheduleEvaluationContext, lake: LakeReso
             for t in targets]
 
 
-SCHEDULES = [nightly_sweep_schedule]
+def maintenance_status(profile=None) -> dg.DefaultScheduleStatus:
+    """On by default where the lake is shared (team, cluster), off on the local profile."""
+    from storage.deployment import load_profile
+
+    return dg.DefaultScheduleStatus.RUNNING if (profile or load_profile()).shared else dg.DefaultScheduleStatus.STOPPED
+
+
+lake_maintenance_schedule = dg.ScheduleDefinition(
+    name="lake_maintenance_schedule", job=lake_maintenance_job, cron_schedule="17 * * * *",
+    execution_timezone="UTC", default_status=maintenance_status(),
+    description="Hourly lake maintenance (compaction, snapshot expiry, orphan removal); on by default in the "
+                "team and cluster profiles.",
+)
+
+SCHEDULES = [nightly_sweep_schedule, lake_maintenance_schedule]

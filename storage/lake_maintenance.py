@@ -4,17 +4,33 @@ The team lake (:mod:`storage.iceberg_lake`) keeps every snapshot, and with it ev
 replaced batch used, until told otherwise; each commit then reads and rewrites metadata that lists
 them. :func:`maintain` per table:
 
-1. **expires snapshots**: all but the newest ``keep_snapshots``, and only those that stopped being
+1. **compacts small files**: a partition (the table's partition column, the batch key's first
+   column: a checkpoint for ``results``, a domain for ``ingest``) holding at least
+   ``compact_min_files`` data files smaller than ``compact_file_mb`` is read at the current
+   snapshot and written back as one file, in one commit per partition (an overwrite of that
+   partition with its own rows). A writer that commits first wins: the compaction's
+   compare-and-swap fails and that partition waits for the next run (it never retries on rows it
+   read before another writer's commit). The rewrite also replaces the partition's manifest
+   entries, so fewer manifests stay live;
+2. **expires snapshots**: all but the newest ``keep_snapshots``, and only those that stopped being
    current more than ``grace_s`` ago (a reader pins the current snapshot while it exports it);
-2. **removes orphan files**: objects under the table's location that no live snapshot, manifest
+3. **removes orphan files**: objects under the table's location that no live snapshot, manifest
    or the current metadata references and that are older than ``grace_s`` (younger ones may be a
-   writer's files before its commit). That is also where a killed writer's files go.
+   writer's files before its commit). That is also where a killed writer's files go, and the
+   files compaction and expiry left unreferenced.
 
-The local lake needs neither (a replaced batch's folder is gone with its rename); there
+Manifest rewriting as its own operation (Java's ``rewriteManifests``) is not in pyiceberg 0.12
+(``table.maintenance`` offers ``expire_snapshots`` only; ``rewrite_manifests`` and ``compact``
+are pull requests upstream, apache/iceberg-python #3631 and #3124): appends merge small manifests
+as they commit (``commit.manifest-merge.enabled`` in :data:`storage.iceberg_lake.TABLE_PROPERTIES`)
+and compaction (1) rewrites a partition's entries; the report counts the live manifests before
+and after.
+
+The local lake needs none of it (a replaced batch's folder is gone with its rename); there
 :func:`maintain` runs the lake's ``recover`` (a dead writer's staging folders).
 
-Run by the Dagster ``lake_maintenance_job`` (scheduled in the team profile) or
-``python -m storage.lake_maintenance``.
+Run by the Dagster ``lake_maintenance_job`` (scheduled by default in the team profile,
+:mod:`pipelines.schedules`) or ``python -m storage.lake_maintenance``.
 """
 
 from __future__ import annotations
@@ -34,6 +50,10 @@ class MaintenanceSettings(BaseModel):
     grace_s: float = Field(900.0, ge=0.0, description=(
         "seconds a snapshot stays after it stopped being current, and an unreferenced file after it was "
         "written, before maintenance removes it (readers and writers in flight use them)"))
+    compact_min_files: int = Field(8, ge=0, description=(
+        "a partition (a checkpoint of results, a domain of ingest) holding at least this many small data files "
+        "is rewritten as one file, in one commit; 0: never compact"))
+    compact_file_mb: float = Field(32.0, gt=0.0, description="a data file smaller than this many MiB counts as small")
 
 
 @dataclass
@@ -43,6 +63,13 @@ class TableMaintenance:
     snapshots_expired: int
     orphans_removed: int
     seconds: float
+    snapshots_after: int = 0
+    data_files_before: int = 0
+    data_files_after: int = 0
+    partitions_compacted: int = 0
+    compactions_lost: int = 0  # partitions whose compaction lost the race to a writer (next run)
+    manifests_before: int = 0
+    manifests_after: int = 0
 
 
 def maintain(lake, settings: MaintenanceSettings | None = None, tables: list[str] | None = None) -> list[TableMaintenance]:
@@ -52,8 +79,8 @@ def maintain(lake, settings: MaintenanceSettings | None = None, tables: list[str
 
     if not isinstance(lake, IcebergLake):  # the local lake: nothing accumulates but dead writers' folders
         started = time.perf_counter()
-        lake.recover()
-        return [TableMaintenance("(local lake)", 0, 0, 0, time.perf_counter() - started)]
+        recovered = lake.recover()
+        return [TableMaintenance("(local lake)", 0, 0, len(recovered), time.perf_counter() - started)]
     return [_maintain_iceberg(lake, name, settings) for name in (tables or lake.tables())]
 
 
@@ -63,10 +90,63 @@ def _maintain_iceberg(lake, name: str, settings: MaintenanceSettings) -> TableMa
     if tbl is None:
         return TableMaintenance(name, 0, 0, 0, 0.0)
     before = len(tbl.snapshots())
+    files_before, manifests_before = _live_files(tbl)
+    compacted = lost = 0
+    if settings.compact_min_files:
+        compacted, lost = _compact(tbl, settings)
+        tbl = lake.iceberg_table(name)
     expired = _expire(tbl, settings)
     tbl = lake.iceberg_table(name)  # reload: the expiry committed a new metadata version
     removed = _remove_orphans(tbl, settings.grace_s)
-    return TableMaintenance(name, before, expired, removed, time.perf_counter() - started)
+    files_after, manifests_after = _live_files(tbl)
+    return TableMaintenance(name, before, expired, removed, time.perf_counter() - started,
+                            snapshots_after=len(tbl.snapshots()), data_files_before=files_before,
+                            data_files_after=files_after, partitions_compacted=compacted, compactions_lost=lost,
+                            manifests_before=manifests_before, manifests_after=manifests_after)
+
+
+def _live_files(tbl) -> tuple[int, int]:
+    """(data files, manifests) of the current snapshot."""
+    snapshot = tbl.current_snapshot()
+    if snapshot is None:
+        return 0, 0
+    manifests = snapshot.manifests(tbl.io)
+    files = sum(1 for m in manifests for _ in m.fetch_manifest_entry(tbl.io, discard_deleted=True))
+    return files, len(manifests)
+
+
+def _compact(tbl, settings: MaintenanceSettings) -> tuple[int, int]:
+    """Rewrite each partition holding many small files as one file; (partitions compacted, lost races)."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+    from pyiceberg.expressions import EqualTo
+
+    from storage.iceberg_lake import _conform
+
+    spec = tbl.spec()
+    if not spec.fields or tbl.current_snapshot() is None:
+        return 0, 0
+    field = spec.fields[0]
+    column = tbl.schema().find_field(field.source_id).name
+    small_bytes = settings.compact_file_mb * 1024 * 1024
+    small: dict[object, int] = {}
+    for task in tbl.scan().plan_files():
+        value = task.file.partition[0]
+        if value is not None and task.file.file_size_in_bytes < small_bytes:
+            small[value] = small.get(value, 0) + 1
+    compacted = lost = 0
+    for value in sorted(v for v, n in small.items() if n >= max(2, settings.compact_min_files)):
+        snapshot = tbl.current_snapshot()
+        rows = tbl.scan(row_filter=EqualTo(column, value), snapshot_id=snapshot.snapshot_id).to_arrow()
+        try:
+            with tbl.transaction() as tx:  # a compare-and-swap on `snapshot`: a writer first fails it
+                tx.overwrite(_conform(rows, tx.table_metadata.schema().as_arrow()),
+                             overwrite_filter=EqualTo(column, value),
+                             snapshot_properties={"assay.maintenance": "compact"})
+            compacted += 1
+        except (CommitFailedException, ValidationException):
+            lost += 1
+            tbl = tbl.refresh()
+    return compacted, lost
 
 
 def _expire(tbl, settings: MaintenanceSettings) -> int:
@@ -133,11 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m storage.lake_maintenance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep-snapshots", type=int, default=MaintenanceSettings().keep_snapshots)
     parser.add_argument("--grace-s", type=float, default=MaintenanceSettings().grace_s)
+    parser.add_argument("--compact-min-files", type=int, default=MaintenanceSettings().compact_min_files)
     parser.add_argument("tables", nargs="*", help="lake tables (default: all)")
     args = parser.parse_args(argv)
     from storage.deployment import open_lake
 
-    settings = MaintenanceSettings(keep_snapshots=args.keep_snapshots, grace_s=args.grace_s)
+    settings = MaintenanceSettings(keep_snapshots=args.keep_snapshots, grace_s=args.grace_s,
+                                   compact_min_files=args.compact_min_files)
     for report in maintain(open_lake(write=True), settings, args.tables or None):
         print(asdict(report))
     return 0

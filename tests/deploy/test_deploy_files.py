@@ -24,7 +24,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from pipelines.instance import POOL_INGEST, POOL_SWEEP, POOL_TRAINER, POOLS, ConcurrencySettings, dagster_yaml
+from pipelines.instance import POOL_INGEST, POOL_MAINTENANCE, POOL_SWEEP, POOL_TRAINER, POOLS, ConcurrencySettings, dagster_yaml
 from assets.k8s import GPU_RESOURCE, K8S_CONFIG_TAG, k8s_config, k8s_op_tags
 from tests.conftest import REPO
 from tests.deploy.chart import ChartValues, render_instance
@@ -183,15 +183,15 @@ def test_pool_tags_parse_with_dagster_k8s(pool):
     container = k8s_model_from_dict(kubernetes.client.V1Container, {"name": "step", **parsed.container_config})
     pod = k8s_model_from_dict(kubernetes.client.V1PodSpec, {"containers": [], **parsed.pod_spec_config})
     gpus = (container.resources.limits or {}).get(GPU_RESOURCE)
-    if pool == POOL_INGEST:
-        assert gpus is None and not pod.tolerations, "ingest steps must not hold a GPU"
+    if pool in (POOL_INGEST, POOL_MAINTENANCE):
+        assert gpus is None and not pod.tolerations, f"{pool} steps must not hold a GPU"
     else:
         assert gpus == "1" and container.resources.requests[GPU_RESOURCE] == "1"
         assert any(t.key == GPU_RESOURCE for t in pod.tolerations)
 
 
 def test_unknown_pool_is_refused():
-    with pytest.raises(ValueError, match="Assay's pools are trainer, sweep, ingest"):
+    with pytest.raises(ValueError, match="Assay's pools are trainer, sweep, ingest, maintenance"):
         k8s_op_tags("gpu")
 
 

@@ -112,7 +112,7 @@ def test_heavy_assets_are_in_their_concurrency_pools():
     asset that trains or generates is in its pool: assets that run DeepSpeed in 'trainer', assets
     that generate with torch in 'sweep'; ingest and gates in 'ingest'."""
     import pipelines.definitions as d
-    from pipelines.instance import POOL_INGEST, POOL_SWEEP, POOL_TRAINER
+    from pipelines.instance import POOL_INGEST, POOL_MAINTENANCE, POOL_SWEEP, POOL_TRAINER
 
     pools, kinds = {}, {}
     for assets_def in d.defs.assets:
@@ -130,4 +130,5 @@ def test_heavy_assets_are_in_their_concurrency_pools():
     assert pools == {"domain_samples": POOL_INGEST, "gated_samples": POOL_INGEST, "domain_train_set": None,
                      "policy_checkpoint": POOL_TRAINER, "checkpoint_sweep": POOL_SWEEP,
                      "policy_pass_rates": POOL_SWEEP,
-                     "regression_report": None, "champion_promotion": None, "fast_variant": POOL_SWEEP}
+                     "regression_report": None, "champion_promotion": None, "fast_variant": POOL_SWEEP,
+                     "lake_maintenance": POOL_MAINTENANCE}

@@ -16,11 +16,13 @@ import time
 import dagster as dg
 import pytest
 
-from pipelines.instance import (LEGACY_ASSAY_YAML, MANAGED_MARKER, POOL_INGEST, POOL_SWEEP, POOL_TRAINER,
+from pipelines.instance import (LEGACY_ASSAY_YAML, MANAGED_MARKER, POOL_INGEST, POOL_MAINTENANCE, POOL_SWEEP,
+                                POOL_TRAINER,
                                 ConcurrencySettings, InstanceConfigError, dagster_home, prepare_instance)
 from tests.conftest import REPO
 
-POOL_ENV = ("ASSAY_MAX_CONCURRENT_RUNS", "ASSAY_POOL_TRAINER", "ASSAY_POOL_SWEEP", "ASSAY_POOL_INGEST")
+POOL_ENV = ("ASSAY_MAX_CONCURRENT_RUNS", "ASSAY_POOL_TRAINER", "ASSAY_POOL_SWEEP", "ASSAY_POOL_INGEST",
+            "ASSAY_POOL_MAINTENANCE")
 
 
 @pytest.fixture
@@ -48,12 +50,14 @@ def test_generated_instance_queues_runs_with_pool_limits(dagster_dir, monkeypatc
         assert config.pool_config.pool_granularity.value == "op"
         prepare_instance(instance, note=lambda _: None)
         default_ingest = ConcurrencySettings.defaults().pools[POOL_INGEST]
-        assert _pool_limits(instance) == {POOL_TRAINER: 1, POOL_SWEEP: 2, POOL_INGEST: default_ingest}
+        assert _pool_limits(instance) == {POOL_TRAINER: 1, POOL_SWEEP: 2, POOL_INGEST: default_ingest,
+                                          POOL_MAINTENANCE: 1}
 
 
 def test_defaults_scale_with_cores_and_bad_values_say_how_to_fix():
     small, big = ConcurrencySettings.defaults(cores=2), ConcurrencySettings.defaults(cores=16)
-    assert (small.max_concurrent_runs, dict(small.pools)) == (2, {POOL_TRAINER: 1, POOL_SWEEP: 1, POOL_INGEST: 1})
+    assert (small.max_concurrent_runs, dict(small.pools)) == (2, {POOL_TRAINER: 1, POOL_SWEEP: 1, POOL_INGEST: 1,
+                                                                             POOL_MAINTENANCE: 1})
     assert (big.max_concurrent_runs, big.pools[POOL_TRAINER], big.pools[POOL_SWEEP]) == (16, 1, 8)
     assert ConcurrencySettings.from_env({"ASSAY_POOL_TRAINER": "2"}).pools[POOL_TRAINER] == 2
     for bad in ("0", "-1", "two", "1.5"):
