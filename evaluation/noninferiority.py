@@ -47,7 +47,7 @@ K samples (the item is the unit of analysis, as in :mod:`evaluation.regression`)
   All tables of one size are computed together (the report batches domains of equal size), so
   simulations and many equal-sized domains cost little.
 - otherwise (K > 1, non-binary scores, or clusters): a paired t test of ``mean(d) + margin`` with
-  the SE of :func:`evaluation.regression._paired_se` (cluster-robust CR1 with G-1 df when items
+  the SE of :func:`evaluation.regression.paired_se` (cluster-robust CR1 with G-1 df when items
   carry a ``cluster_id``; Cameron & Miller 2015), floored at ``sqrt(margin (1 - margin) / (K n))``,
   the SE of a mean of K n Bernoulli draws at a rate of ``margin``. Without the floor, identical
   per-item means give SE 0 and any n, even 2 items, would "prove" equivalence; but n items that
@@ -94,8 +94,8 @@ import polars as pl
 from scipy import special, stats
 from scipy.special import gammaln, xlogy
 
-from evaluation.regression import (EXACT_MAX_N, NOT_COMPARABLE, NUISANCE_GRID, RegressionInputError, _paired_se,
-                                   _per_item, _recorded_configs, _tango_z, json_safe, validate_results)
+from evaluation.regression import (EXACT_MAX_N, NOT_COMPARABLE, NUISANCE_GRID, RegressionInputError, paired_se,
+                                   per_item_means, recorded_configs, tango_z, json_safe, validate_results)
 
 DEFAULT_NI_MARGIN = 0.02     # two points on a 0-1 score
 DEFAULT_NI_ALPHA = 0.025     # one-sided, i.e. the lower bound of a two-sided 95% CI (ICH E9 practice)
@@ -241,7 +241,7 @@ def _sorted_tables(n: int, margin: float) -> tuple[np.ndarray, ...]:
     lost, gained = np.meshgrid(np.arange(n + 1.0), np.arange(n + 1.0), indexing="ij")
     valid = lost + gained <= n
     lost, gained = lost[valid], gained[valid]
-    z = _tango_z(lost, gained, n, margin)
+    z = tango_z(lost, gained, n, margin)
     order = np.argsort(z, kind="stable")
     lost, gained, z = lost[order], gained[order], z[order]
     rest = n - lost - gained
@@ -260,7 +260,7 @@ def _exact_p(lost: np.ndarray, gained: np.ndarray, n: int, margin: float) -> tup
     >= z_obs (inferiority). Sorted by z, both tail sets are a prefix and a suffix, so one pass of
     cumulative sums per nuisance value serves every table and both directions."""
     z, ls, gs, rs, log_coef = _sorted_tables(n, margin)
-    z_obs = _tango_z(lost, gained, n, margin)
+    z_obs = tango_z(lost, gained, n, margin)
     below = np.searchsorted(z, z_obs + EXACT_TIE, side="right")   # tables [0, below) have z <= z_obs
     above = np.searchsorted(z, z_obs - EXACT_TIE, side="left")    # tables [above, T) have z >= z_obs
 
@@ -303,7 +303,7 @@ def _tango_interval(lost: np.ndarray, gained: np.ndarray, n: int, alpha: float) 
         for _ in range(BISECTION_STEPS):
             mid = (lo + hi) / 2
             # z is 0/0 at the estimate itself when no pair is discordant; its limit there is 0
-            z = np.where(lost - gained == n * mid, 0.0, _tango_z(lost, gained, n, mid))
+            z = np.where(lost - gained == n * mid, 0.0, tango_z(lost, gained, n, mid))
             above = z > target
             lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
         return (lo + hi) / 2
@@ -319,7 +319,7 @@ def _binary_tests(lost: np.ndarray, gained: np.ndarray, n: int, margin: float, a
         p_ni, p_inf = _exact_p(lost, gained, n, margin)
         test = "exact unconditional (Tango score)"
     else:
-        z = _tango_z(lost, gained, n, margin)
+        z = tango_z(lost, gained, n, margin)
         p_ni, p_inf = stats.norm.cdf(z), stats.norm.sf(z)
         test = "Tango score (asymptotic)"
     ci_low, ci_high = _tango_interval(lost, gained, n, alpha)
@@ -337,7 +337,7 @@ def _t_test(d: np.ndarray, clusters: np.ndarray | None, k: int, margin: float, a
     """Paired t of mean(d) + margin with the (cluster-robust) SE floored at sqrt(m (1 - m) / (K n))."""
     n = d.size
     delta = float(d.mean())
-    se, df, units = _paired_se(d, clusters)
+    se, df, units = paired_se(d, clusters)
     test = "paired t" + (f" (cluster-robust, {units.size} clusters)" if clusters is not None else "")
     if not math.isfinite(se) or df <= 0:  # one item or one cluster: no variance estimate
         return {"delta": delta, "ci_low": math.nan, "ci_high": math.nan, "p_noninferior": 1.0, "p_inferior": 1.0,
@@ -380,7 +380,7 @@ def noninferiority_report(baseline: pl.DataFrame, candidate: pl.DataFrame, *,
     if not 0 < power < 1:
         raise ValueError(f"power {power!r} must be in (0, 1), e.g. 0.8")
     differences = incomparable_domains(baseline, candidate)
-    configs = _recorded_configs(baseline)
+    configs = recorded_configs(baseline)
     base = validate_results(baseline, "baseline")
     cand = validate_results(candidate, "candidate")
     domains_b = set(base["domain"].unique().to_list())
@@ -389,7 +389,7 @@ def noninferiority_report(baseline: pl.DataFrame, candidate: pl.DataFrame, *,
     if unknown:
         raise RegressionInputError(f"margin given for domain(s) not in the results: {', '.join(sorted(unknown))}")
 
-    joined = _per_item(base).join(_per_item(cand), on=["domain", "item_id"], how="full", suffix="_c", coalesce=True)
+    joined = per_item_means(base).join(per_item_means(cand), on=["domain", "item_id"], how="full", suffix="_c", coalesce=True)
     paired = joined.filter(pl.col("mean").is_not_null() & pl.col("mean_c").is_not_null()).with_columns(
         pl.col("cluster_id").fill_null(pl.col("cluster_id_c")).alias("cluster"),
         (pl.col("binary") & pl.col("binary_c") & (pl.col("k") == 1) & (pl.col("k_c") == 1)).alias("single_binary"))

@@ -150,7 +150,7 @@ def paired_test(baseline_means: np.ndarray, candidate_means: np.ndarray, *, marg
         if not binary_single_sample:
             raise ValueError("the exact test needs K=1 binary scores on both sides")
         return _binary_paired_test(b, c, margin=margin, alpha=alpha)
-    se, df, unit_sums = _paired_se(d, clusters if clustered else None)
+    se, df, unit_sums = paired_se(d, clusters if clustered else None)
     units = unit_sums.size
     if method == "permutation" or (method == "auto" and units < PERMUTATION_BELOW_UNITS):
         p, p_min = _sign_flip_p(d, margin, clusters if clustered else None, seed=seed)
@@ -174,11 +174,11 @@ def standard_error(values: np.ndarray, clusters: np.ndarray | None = None) -> tu
     if values.size == 0:
         return float("nan"), 0.0
     clustered = clusters is not None and len(set(np.asarray(clusters).tolist())) < values.size
-    se, df, _ = _paired_se(values, np.asarray(clusters) if clustered else None)
+    se, df, _ = paired_se(values, np.asarray(clusters) if clustered else None)
     return se, df
 
 
-def _paired_se(d: np.ndarray, clusters: np.ndarray | None) -> tuple[float, float, np.ndarray]:
+def paired_se(d: np.ndarray, clusters: np.ndarray | None) -> tuple[float, float, np.ndarray]:
     """(SE of mean(d), t degrees of freedom, per-unit sums of centred d)."""
     n = d.size
     resid = d - d.mean()
@@ -268,7 +268,7 @@ def _tango_restricted(lost: np.ndarray, gained: np.ndarray, n: int, margin: floa
     return (b_coef + np.sqrt(b_coef ** 2 + 8 * n * c_coef)) / (4 * n)
 
 
-def _tango_z(lost, gained, n: int, margin: float):
+def tango_z(lost, gained, n: int, margin: float):
     """Tango's score statistic for H0: p_lost - p_gained <= margin (large = regression)."""
     lost = np.asarray(lost, dtype=float)
     gained = np.asarray(gained, dtype=float)
@@ -300,8 +300,8 @@ def _binary_paired_test(b: np.ndarray, c: np.ndarray, *, margin: float, alpha: f
         p_min = ((1 + margin) / 2) ** n
         test = "exact unconditional (Tango score)"
     else:
-        p = float(stats.norm.sf(_tango_z(lost, gained, n, margin)))
-        p_min = float(stats.norm.sf(_tango_z(n, 0, n, margin)))
+        p = float(stats.norm.sf(tango_z(lost, gained, n, margin)))
+        p_min = float(stats.norm.sf(tango_z(n, 0, n, margin)))
         test = "Tango score (asymptotic)"
     # Wald interval for a paired difference of proportions (descriptive; the verdict uses p).
     se = math.sqrt(max((lost + gained) / n - delta ** 2, 0.0) / n)
@@ -315,13 +315,13 @@ def _exact_unconditional_p(lost: int, gained: int, n: int, margin: float) -> flo
     """sup over the H0 boundary (p_lost = p_gained + margin) of P(Z >= Z_observed)."""
     from scipy.special import gammaln
 
-    z_obs = float(_tango_z(lost, gained, n, margin))
+    z_obs = float(tango_z(lost, gained, n, margin))
     if z_obs == -np.inf:
         return 1.0
     ls, gs = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
     valid = ls + gs <= n
     ls, gs = ls[valid], gs[valid]
-    extreme = _tango_z(ls, gs, n, margin) >= z_obs - 1e-9
+    extreme = tango_z(ls, gs, n, margin) >= z_obs - 1e-9
     ls, gs = ls[extreme].astype(float), gs[extreme].astype(float)
     rs = n - ls - gs
     log_coef = gammaln(n + 1) - gammaln(ls + 1) - gammaln(gs + 1) - gammaln(rs + 1)
@@ -523,7 +523,7 @@ def validate_results(frame: pl.DataFrame, side: str) -> pl.DataFrame:
     return out
 
 
-def _per_item(frame: pl.DataFrame) -> pl.DataFrame:
+def per_item_means(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.group_by("domain", "item_id").agg(
         pl.col("score").mean().alias("mean"), pl.len().alias("k"),
         pl.col("score").is_in([0.0, 1.0]).all().alias("binary"),
@@ -546,14 +546,14 @@ def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: 
     if not 0 < alpha < 1 or not 0 < q_level < 1:
         raise ValueError(f"alpha ({alpha}) and q_level ({q_level}) must be in (0, 1)")
     differences = incomparable_domains(baseline, candidate)
-    configs = _recorded_configs(baseline)
+    configs = recorded_configs(baseline)
     base = validate_results(baseline, "baseline")
     cand = validate_results(candidate, "candidate")
     protected = set(protected)
     margins = margin if isinstance(margin, dict) else {}
     default_margin = DEFAULT_MARGIN if isinstance(margin, dict) else float(margin)
 
-    bi, ci = _per_item(base), _per_item(cand)
+    bi, ci = per_item_means(base), per_item_means(cand)
     joined = bi.join(ci, on=["domain", "item_id"], how="full", suffix="_c", coalesce=True)
     only_b = joined.filter(pl.col("mean_c").is_null())
     only_c = joined.filter(pl.col("mean").is_null())
@@ -652,7 +652,7 @@ def compare_results(baseline: pl.DataFrame, candidate: pl.DataFrame, *, margin: 
                             baseline=baseline_name, candidate=candidate_name, not_comparable=not_comparable)
 
 
-def _recorded_configs(frame: pl.DataFrame) -> dict[str, str]:
+def recorded_configs(frame: pl.DataFrame) -> dict[str, str]:
     """domain -> its one recorded gen_config (domains with none or several are left out)."""
     if "gen_config" not in frame.columns or "domain" not in frame.columns:
         return {}

@@ -50,7 +50,7 @@ def builtin_name(ref: str) -> str | None:
     return name if name in BUILTIN_POLICIES else None
 
 
-def _publish(staging: Path, final: Path, marker: str = "config.json") -> Path:
+def publish_folder(staging: Path, final: Path, marker: str = "config.json") -> Path:
     """Move a finished staging folder into place; if another process won the race (``final``
     already holds ``marker``), keep theirs."""
     try:
@@ -88,7 +88,7 @@ def ensure_tiny(home: str | os.PathLike | None = None) -> Path:
         staging = final.parent / f".staging-{TINY}-{uuid.uuid4().hex[:8]}"
         try:
             build_tiny_policy(staging)
-            return _publish(staging, final)
+            return publish_folder(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -161,7 +161,7 @@ def ensure_smollm2_tokenizer(home: str | os.PathLike | None = None) -> Path:
             staging = final.parent / f".staging-{final.name}-{uuid.uuid4().hex[:8]}"
             try:
                 AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)
-                _publish(staging, final, marker="tokenizer.json")
+                publish_folder(staging, final, marker="tokenizer.json")
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
     return final / "tokenizer.json"
@@ -184,7 +184,7 @@ def _convert_smollm2(gguf: Path, final: Path) -> Path:
     try:
         clean.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
-        return _publish(staging, final)
+        return publish_folder(staging, final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -252,9 +252,9 @@ def make_variant(parent: str, parent_path: str | Path, method: str, checkpoints_
             manifest.library = f"transformers {transformers.__version__}"
             manifest.options["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
         (staging / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2))
-        from generation.policy import _publish
+        from generation.policy import publish_folder
 
-        return _publish(staging, final, marker=MANIFEST)
+        return publish_folder(staging, final, marker=MANIFEST)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -13,7 +13,7 @@ from scipy import stats
 
 from evaluation.noninferiority import (DEFAULT_NI_ALPHA, DEFAULT_NI_MARGIN, NI_VERDICTS, _binary_tests, _exact_p,
                                        _tango_interval, _verdict, all_agree_items, noninferiority_report)
-from evaluation.regression import RegressionInputError, _exact_unconditional_p, _tango_z, compare_results
+from evaluation.regression import RegressionInputError, _exact_unconditional_p, tango_z, compare_results
 
 M, ALPHA = DEFAULT_NI_MARGIN, DEFAULT_NI_ALPHA
 
@@ -234,7 +234,7 @@ def test_exact_p_matches_brute_force_on_small_n():
     keep = lost + gained <= n
     lost, gained = lost[keep], gained[keep]
     p_ni, p_inf = _exact_p(lost, gained, n, M)
-    z = _tango_z(lost, gained, n, M)
+    z = tango_z(lost, gained, n, M)
     rest = n - lost - gained
     coef = np.array([math.comb(n, int(a)) * math.comb(n - int(a), int(g)) for a, g in zip(lost, gained)])
     # the supremum over the H0 boundary P(lost) = x + m, P(gained) = x, by brute force on a fine grid
@@ -255,7 +255,7 @@ def test_the_ci_agrees_with_the_verdict():
         if n <= 1000:
             p_ni, _ = _exact_p(lost, gained, n, M)
         else:
-            p_ni = stats.norm.cdf(_tango_z(lost, gained, n, M))
+            p_ni = stats.norm.cdf(tango_z(lost, gained, n, M))
         low, high = _tango_interval(lost, gained, n, ALPHA)
         assert np.all(low <= (gained - lost) / n + 1e-12) and np.all((gained - lost) / n <= high + 1e-12)
         mismatch = int(np.sum((p_ni <= ALPHA) != (low > -M)))
