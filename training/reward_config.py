@@ -73,3 +73,22 @@ class RewardTrainConfig(BaseModel):
         if not self.base.strip():
             raise ValueError("base is empty: use 'smollm2', 'tiny', a model folder or a checkpoint id")
         return self
+
+
+class VerifiedPairsConfig(BaseModel):
+    """How preference pairs are built from a domain whose verifier knows the truth
+    (:mod:`training.verified_pairs`): ``items`` train items, ``wrong_per_item`` rejected answers each."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    items: int = Field(100, description="train items of the domain to build pairs from (fewer when the split has "
+                                        "fewer)")
+    wrong_per_item: int = Field(3, description="pairs per item: the reference answer against this many wrong ones")
+    seed: int = Field(0, description="seed of the items drawn and of the wrong answers chosen")
+
+    @field_validator("items", "wrong_per_item")
+    @classmethod
+    def _at_least_one(cls, value: int, info) -> int:
+        if value < 1:
+            raise ValueError(f"{info.field_name} must be >= 1, got {value}")
+        return value

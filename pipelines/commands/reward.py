@@ -1,13 +1,14 @@
-"""``assay reward train|check|list``: learned reward models for domains without a verifier (issue 31).
+"""``assay reward pairs|train|check|list``: learned reward models for domains without a verifier (issue 31).
 
-``train`` fits a reward model on a preference-pairs file (:mod:`training.reward_model`), ``check``
+``pairs`` builds a preference-pairs file from a domain whose verifier knows the truth
+(:mod:`training.verified_pairs`: the proof set, and a quick start), ``train`` fits a reward model on a preference-pairs file (:mod:`training.reward_model`), ``check``
 runs its gate on labelled pairs (:mod:`quality.reward_gate`: agreement with intervals and bias
 probes; exit 1 when it fails, with the reasons), ``list`` shows the trained ones. Records: lake
 tables ``reward_models`` and ``reward_gates``, MLflow runs and the registered model
 ``assay-reward-model``. torch and MLflow are imported inside the handlers (``--help`` stays cheap).
 
-No examples are registered under ``--help``: tests/pipelines/test_help_examples.py runs every
-example on a fresh home, and these need a pairs file the user brings.
+The ``--help`` examples chain (pairs, then train on the tiny policy, then check): the examples test
+runs them in that order on a fresh home.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import argparse
 import json
 import sys
 
-from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit
+from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 from quality.reward_gate_config import RewardGateConfig
-from training.reward_config import RewardTrainConfig
+from training.reward_config import RewardTrainConfig, VerifiedPairsConfig
 
 
 def register(subparsers) -> None:
@@ -30,6 +31,19 @@ def register(subparsers) -> None:
                     "held-out labelled pairs, bias probes).")
     sub = parser.add_subparsers(dest="reward_command", metavar="ACTION", required=True)
 
+    pairs = sub.add_parser(
+        "pairs", help="write preference pairs from a verifiable domain (reference vs verified-wrong answers)",
+        description="Build a preference-pairs file from DOMAIN's train items where its verifier knows the truth: "
+                    "the reference answer (chosen) against wrong answers (near misses for numbers, sibling items' "
+                    "answers otherwise), each confirmed by the domain's scorer (1.0 and 0.0). Items where that "
+                    "cannot be shown are skipped and counted by reason.")
+    with_examples(pairs, "assay reward pairs math_arith_easy --out pairs.jsonl --items 60")
+    pairs.add_argument("domain", metavar="DOMAIN", help="a registered domain with a verifier")
+    pairs.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
+    add_model_flags(pairs, VerifiedPairsConfig, metavars={"items": "N", "wrong_per_item": "K"})
+    add_json_flag(pairs)
+    pairs.set_defaults(handler=pairs_command)
+
     train = sub.add_parser(
         "train", help="train a reward model for DOMAIN on a pairs file (JSONL prompt, chosen, rejected)",
         description="Train a reward model for DOMAIN on preference pairs: one JSON object per line with prompt, "
@@ -37,6 +51,7 @@ def register(subparsers) -> None:
                     "reported by number and the file is refused whole. A share of the prompts is held out (saved "
                     "beside the model) for `assay reward check`. Recorded in lake table reward_models, in MLflow "
                     "and as a version of the registered model assay-reward-model.")
+    with_examples(train, "assay reward train math_arith_easy --pairs pairs.jsonl --base tiny --epochs 1 --max-length 96")
     train.add_argument("domain", metavar="DOMAIN", help="the domain the reward model scores (lower_snake_case)")
     train.add_argument("--pairs", required=True, metavar="FILE", help="the preference-pairs file (JSONL)")
     add_model_flags(train, RewardTrainConfig, metavars={"base": "POLICY", "max_steps": "N"})
@@ -51,6 +66,9 @@ def register(subparsers) -> None:
                     "certainty; the prompt echoed, fig-leaf refusals, hedges, sprays as in `assay domains attack`) "
                     "must not beat the chosen answer more often than the rejected answer does. Recorded in lake "
                     "table reward_gates and MLflow. Exit 1 if it fails, with the reasons.")
+    with_examples(check, "assay reward check math_arith_easy", "assay reward check math_arith_easy --pairs pairs.jsonl "
+                         "--probes length_padding confident_wrong --json",
+                  note="A tiny reward model trained for one epoch fails its gate (exit 1): that is the gate working.")
     check.add_argument("domain", metavar="DOMAIN", help="the domain whose reward model to check")
     check.add_argument("--pairs", metavar="FILE", help="labelled pairs to judge on (default: the reward model's own "
                                                        "held-out pairs)")
@@ -66,6 +84,7 @@ def register(subparsers) -> None:
     lister = sub.add_parser("list", help="list trained reward models and their latest gate verdicts",
                             description="List the trained reward models (of DOMAIN when given), oldest first.")
     lister.add_argument("domain", nargs="?", metavar="DOMAIN", help="only this domain's")
+    with_examples(lister, "assay reward list --json")
     add_json_flag(lister)
     lister.set_defaults(handler=list_command)
 
@@ -85,6 +104,32 @@ def _read_pairs(path: str):
         return read_pairs(path)
     except PairsFileError as exc:
         raise CliError(str(exc)) from None
+
+
+def pairs_command(args: argparse.Namespace) -> int:
+    from domains import UnknownDomainError, get_registry
+    from storage.preference_pairs import write_pairs
+    from training.verified_pairs import build_verified_pairs
+
+    config = model_from_args(VerifiedPairsConfig, args)
+    try:
+        domain = get_registry().get(args.domain)
+    except UnknownDomainError as exc:
+        raise CliError(str(exc)) from None
+    built = build_verified_pairs(domain, config)
+    if not built.pairs:
+        raise CliError(f"no pairs could be built from {args.domain}'s train items (skipped: {dict(built.skipped)}): "
+                       "its reference answers must score 1.0 and some wrong answer 0.0", code=EXIT_FAILED)
+    path = write_pairs(built.pairs, args.out)
+    payload = {**built.summary(), "out": str(path)}
+
+    def human(p):
+        skipped = ", ".join(f"{k} {v}" for k, v in p["skipped"].items()) or "none"
+        return (f"{p['pairs']} pairs over {p['prompts']} prompts from {p['items']} {p['domain']} train items "
+                f"written to {p['out']} (skipped: {skipped})\nnext: assay reward train {p['domain']} --pairs {p['out']}")
+
+    emit(args, payload, human)
+    return 0
 
 
 def train_command(args: argparse.Namespace) -> int:

@@ -103,6 +103,8 @@ CASES = {
     ("demo",): (("--recipe", "tiny", "--domains", "math_arith_easy", "--train-samples", "16", "--steps", "2",
                  "--sweep-items", "3", "--max-new-tokens", "4"), {0},
                 lambda d: {"ok", "domains", "training", "evaluations", "event_log"} <= set(d) and d["ok"]),
+    ("reward", "pairs"): (("plug", "--out", "{root}/plug_pairs.jsonl", "--items", "4"), {0},
+                          lambda d: {"domain", "items", "pairs", "prompts", "skipped", "out"} <= set(d) and d["pairs"] > 0),
     ("reward", "train"): (("plug", "--pairs", "{root}/pairs.jsonl", *REWARD_TRAIN), {0},
                           lambda d: {"reward_model", "domain", "heldout_accuracy", "mlflow_run_id", "config"} <= set(d)
                           and d["domain"] == "plug"),

@@ -67,3 +67,16 @@ def test_a_bad_pairs_file_is_refused_with_its_line_numbers(tiny_home, tmp_path):
     assert out.returncode == 2 and "assay reward train toy_colors --pairs FILE" in out.stderr
     out = run_cli("reward", "train", "toy_colors", "--pairs", str(bad), "--heldout-fraction", "1.5")
     assert out.returncode == 2 and "--heldout-fraction" in out.stderr
+
+
+def test_reward_pairs_writes_a_file_train_reads_and_refuses_an_unknown_domain(assay_home, tmp_path):
+    from storage.preference_pairs import read_pairs
+
+    out = run_cli("reward", "pairs", "math_arith_easy", "--out", str(tmp_path / "p.jsonl"), "--items", "10",
+                  "--wrong-per-item", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["pairs"] == 20 and summary["skipped"] == {}
+    assert len(read_pairs(tmp_path / "p.jsonl")) == 20
+    out = run_cli("reward", "pairs", "math_arith_eazy", "--out", str(tmp_path / "q.jsonl"))
+    assert out.returncode == 2 and "math_arith_eazy" in out.stderr and not (tmp_path / "q.jsonl").exists()
