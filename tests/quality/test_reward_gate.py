@@ -180,3 +180,31 @@ def test_length_padding_makes_the_rejected_answer_much_longer_and_keeps_it():
 def test_gate_config_rejects_unknown_probes_with_the_known_ones():
     with pytest.raises(ValueError, match="unknown probe.*known: length_padding"):
         RewardGateConfig(probes=["lenght_padding"])
+
+
+def test_a_check_is_recorded_in_the_lake_and_mlflow_one_row_per_criterion(assay_home, empty_mlflow_db):
+    import shutil
+
+    from quality.reward_gate import latest_reward_gate, record_reward_gate
+    from storage import tracking
+    from storage.lake import Lake
+
+    shutil.copy(empty_mlflow_db, assay_home / "mlflow.db")
+    lake = Lake.at(assay_home)
+    good = check_reward(truth_scorer(PAIRS), PAIRS)
+    bad = check_reward(longer_is_better, PAIRS)
+    first = record_reward_gate(lake, lake.mlflow_uri, good, domain="essays", reward_model="rm-a",
+                               pairs_source="held.jsonl", pairs_fingerprint="fp")
+    second = record_reward_gate(lake, None, bad, domain="essays", reward_model="rm-b", pairs_source=None,
+                                pairs_fingerprint=None)
+    assert second["mlflow_run_id"] is None and first["check"] != second["check"]
+    rows = latest_reward_gate(lake, "essays", "rm-a")
+    assert len(rows) == len(good.criteria) and all(r["passed"] for r in rows)
+    assert {r["criterion"] for r in rows} == {c.name for c in good.criteria}
+    newest = latest_reward_gate(lake, "essays")
+    assert {r["reward_model"] for r in newest} == {"rm-b"}
+    assert "probe:length_padding" in {r["criterion"] for r in newest if not r["passed"]}
+    assert latest_reward_gate(lake, "other") == []
+    run = tracking.client(lake.mlflow_uri).get_run(first["mlflow_run_id"])
+    assert run.data.tags["assay.passed"] == "true" and run.data.metrics["accuracy"] == 1.0
+    assert run.data.metrics["probe/length_padding"] == 0.0 and run.data.params["gate.min_accuracy_low"] == "0.6"
