@@ -327,7 +327,7 @@ def record_reward_gate(lake, tracking_uri: str | None, result: RewardGateResult,
     from storage.tables import REWARD_GATES, conform
 
     check = f"rgate-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-    checked_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    checked_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # orders checks within a second
     run_id = None
     if tracking_uri:
         from storage.tracking import Tracker

@@ -75,7 +75,7 @@ def bradley_terry_loss(chosen_rewards, rejected_rewards):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")  # orders "latest" within a second
 
 
 def train_reward_model(lake: Lake, tracking_uri: str, domain: str, pairs: Sequence[PreferencePair],
