@@ -112,3 +112,23 @@ def test_config_rejects_bad_values_with_the_fix():
         RewardTrainConfig(learning_rate=2.0)
     with pytest.raises(ValueError, match="extra"):
         RewardTrainConfig(epoch=3)
+
+
+def test_reward_models_resolve_by_id_or_latest_within_their_domain(lake, tmp_path):
+    from generation.reward_models import RewardModelRecord, register_reward_model
+
+    for name, domain, at in (("rm-a-1", "essays", "2026-01-01T00:00:00.000001+00:00"),
+                             ("rm-a-2", "essays", "2026-01-01T00:00:00.000002+00:00"),
+                             ("rm-b-1", "reports", "2026-01-02T00:00:00+00:00")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+        register_reward_model(lake, lake.mlflow_uri, RewardModelRecord(reward_model=name, domain=domain,
+                                                                       base_model="tiny", path=str(folder),
+                                                                       created_at=at))
+    assert resolve_reward_model(lake, "essays").reward_model == "rm-a-2"
+    assert resolve_reward_model(lake, "essays", "rm-a-1").reward_model == "rm-a-1"
+    with pytest.raises(RewardModelNotFound, match="was trained for domain 'reports', not 'essays'"):
+        resolve_reward_model(lake, "essays", "rm-b-1")
+    with pytest.raises(RewardModelNotFound, match="unknown reward model 'rm-x'.*rm-a-1, rm-a-2"):
+        resolve_reward_model(lake, "essays", "rm-x")
