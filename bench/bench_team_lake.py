@@ -243,7 +243,7 @@ def copy_to_iceberg(local, ice, tables: list[str], chunk_rows: int, layout: str)
                                 json.dumps(IL._frame_columns(tbl, name, columns, {k: "" for k in keys}))}
                         if any(tbl.properties.get(k) != v for k, v in prop.items()):
                             tx.set_properties(prop)
-                        tx.append(IL._conform(arrow, tx.table_metadata.schema().as_arrow()))
+                        tx.append(IL.conform_arrow(arrow, tx.table_metadata.schema().as_arrow()))
 
                 if layout == "compact" and ice.iceberg_table(table) is None:
                     try:

@@ -191,7 +191,7 @@ class IcebergLake:
                                  for name, cols in columns.items()}
                 if any(tbl.properties.get(k) != v for k, v in frame_columns.items()):
                     tx.set_properties(frame_columns)
-                conformed = _conform(data, tx.table_metadata.schema().as_arrow())
+                conformed = conform_arrow(data, tx.table_metadata.schema().as_arrow())
                 if present:  # replaced batches: their old rows leave in the same snapshot
                     tx.overwrite(conformed, overwrite_filter=_any_of(present), snapshot_properties=properties)
                 else:  # new batches: an append, whose manifests Iceberg merges (an overwrite's it never does)
@@ -472,7 +472,7 @@ def _without_nulls(schema: "pa.Schema") -> "pa.Schema":
                       for f in schema])
 
 
-def _conform(data: "pa.Table", schema: "pa.Schema") -> "pa.Table":
+def conform_arrow(data: "pa.Table", schema: "pa.Schema") -> "pa.Table":
     """``data`` with exactly the table's columns, in its order and types (absent ones as nulls)."""
     import pyarrow as pa
 

@@ -120,7 +120,7 @@ def _compact(tbl, settings: MaintenanceSettings) -> tuple[int, int]:
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import EqualTo
 
-    from storage.iceberg_lake import _conform
+    from storage.iceberg_lake import conform_arrow
 
     spec = tbl.spec()
     if not spec.fields or tbl.current_snapshot() is None:
@@ -139,7 +139,7 @@ def _compact(tbl, settings: MaintenanceSettings) -> tuple[int, int]:
         rows = tbl.scan(row_filter=EqualTo(column, value), snapshot_id=snapshot.snapshot_id).to_arrow()
         try:
             with tbl.transaction() as tx:  # a compare-and-swap on `snapshot`: a writer first fails it
-                tx.overwrite(_conform(rows, tx.table_metadata.schema().as_arrow()),
+                tx.overwrite(conform_arrow(rows, tx.table_metadata.schema().as_arrow()),
                              overwrite_filter=EqualTo(column, value),
                              snapshot_properties={"assay.maintenance": "compact"})
             compacted += 1

@@ -38,3 +38,34 @@ def test_an_upward_import_breaks_the_layers_contract(tmp_path):
     assert "storage.upward -> training.trainer" in done.stdout, done.stdout[-4000:]
     assert "ui.sideways -> domains.registry" in done.stdout, done.stdout[-4000:]
     assert "The dashboard reads only storage and evaluation's readers" in done.stdout
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """``from a.b import _name`` of a private function, class or constant from another module.
+    A private *module* of a package (``domains.builtin._long_text``) imported within that package
+    is allowed: it is the package's own helper."""
+    import ast
+
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root)
+            here = ".".join(rel.with_suffix("").parts[:-1])
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                        and node.module.split(".")[0] in PACKAGES):
+                    continue
+                for alias in node.names:
+                    if not alias.name.startswith("_") or alias.name.startswith("__"):
+                        continue
+                    is_module = (root / Path(*node.module.split(".")) / f"{alias.name}.py").exists()
+                    if not (is_module and node.module == here):
+                        found.append(f"{rel}:{node.lineno} imports {node.module}.{alias.name}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names(tmp_path):
+    assert private_imports() == []
+    (tmp_path / "storage").mkdir()
+    (tmp_path / "storage" / "probe.py").write_text("from storage.lake import _connect\n")
+    assert private_imports(tmp_path) == ["storage/probe.py:1 imports storage.lake._connect"]
