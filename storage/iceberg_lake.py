@@ -37,6 +37,7 @@ import json
 import os
 import random
 import shutil
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ FRAME_COLUMN = "_frame"
 FRAME_PROPERTY = "assay.frame."
 MANIFEST_PROPERTY = "assay.manifest"
 CACHE_KEEP_S = 600.0        # a reader holding an older snapshot's file has this long to read it
+_CATALOG_LOCK = threading.Lock()  # readers export views from several threads (ui.queries.open_views)
 _COMMIT_TRIES = 50          # commits lost to concurrent writers before giving up
 TABLE_PROPERTIES = {
     # a lost race comes back to IcebergLake._commit, which redoes the whole batch (see _create)
@@ -67,6 +69,12 @@ TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "20",
 }
+# small tables whose batch key's first column has hundreds of values (gate_results: one gate run of a
+# domain, a few rows): partitioned by it they keep at least one data file per domain however often
+# maintenance compacts, and a cold read fetches every one (S3 pays per object). Unpartitioned, a
+# run's batch is still one appended file, and maintenance compacts the whole table into one;
+# a one-domain read skips files by their column statistics. Only tables created from now on.
+UNPARTITIONED_TABLES = frozenset({"gate_results"})
 
 
 class LakeCommitError(RuntimeError):
@@ -123,8 +131,10 @@ class IcebergLake:
     @property
     def catalog(self):
         if self._catalog is None:
-            self.profile.export_client_env()
-            self._catalog = _open_catalog(self.profile)
+            with _CATALOG_LOCK:
+                if self._catalog is None:
+                    self.profile.export_client_env()
+                    self._catalog = _open_catalog(self.profile)
         return self._catalog
 
     def iceberg_table(self, table: str):
@@ -252,8 +262,9 @@ class IcebergLake:
                 # partitioned by the batch key's first column only (a checkpoint, a domain): a unit of
                 # work (a sweep's 300 domains) is then one data file, not one per batch (S3 pays per
                 # object); a read of one batch still opens only its first-column partition's files
+                # (not the small tables of UNPARTITIONED_TABLES)
                 with tx.update_spec() as spec:
-                    if keys:
+                    if keys and table not in UNPARTITIONED_TABLES:
                         spec.add_identity(keys[0])
         except (TableAlreadyExistsError, CommitFailedException, IntegrityError):
             pass  # another writer created it first ("Table already exists")

@@ -5,7 +5,8 @@ replaced batch used, until told otherwise; each commit then reads and rewrites m
 them. :func:`maintain` per table:
 
 1. **compacts small files**: a partition (the table's partition column, the batch key's first
-   column: a checkpoint for ``results``, a domain for ``ingest``) holding at least
+   column: a checkpoint for ``results``, a domain for ``ingest``; the whole table for the
+   unpartitioned ones, :data:`storage.iceberg_lake.UNPARTITIONED_TABLES`) holding at least
    ``compact_min_files`` data files smaller than ``compact_file_mb`` is read at the current
    snapshot and written back as one file, in one commit per partition (an overwrite of that
    partition with its own rows). A writer that commits first wins: the compaction's
@@ -122,25 +123,28 @@ def _compact(tbl, settings: MaintenanceSettings) -> tuple[int, int]:
 
     from storage.iceberg_lake import conform_arrow
 
-    spec = tbl.spec()
-    if not spec.fields or tbl.current_snapshot() is None:
+    from pyiceberg.expressions import AlwaysTrue
+
+    if tbl.current_snapshot() is None:
         return 0, 0
-    field = spec.fields[0]
-    column = tbl.schema().find_field(field.source_id).name
+    spec = tbl.spec()
+    column = tbl.schema().find_field(spec.fields[0].source_id).name if spec.fields else None
     small_bytes = settings.compact_file_mb * 1024 * 1024
     small: dict[object, int] = {}
     for task in tbl.scan().plan_files():
-        value = task.file.partition[0]
+        # an unpartitioned table (storage.iceberg_lake.UNPARTITIONED_TABLES) is one group: ""
+        value = task.file.partition[0] if column is not None else ""
         if value is not None and task.file.file_size_in_bytes < small_bytes:
             small[value] = small.get(value, 0) + 1
     compacted = lost = 0
     for value in sorted(v for v, n in small.items() if n >= max(2, settings.compact_min_files)):
         snapshot = tbl.current_snapshot()
-        rows = tbl.scan(row_filter=EqualTo(column, value), snapshot_id=snapshot.snapshot_id).to_arrow()
+        where = EqualTo(column, value) if column is not None else AlwaysTrue()
+        rows = tbl.scan(row_filter=where, snapshot_id=snapshot.snapshot_id).to_arrow()
         try:
             with tbl.transaction() as tx:  # a compare-and-swap on `snapshot`: a writer first fails it
                 tx.overwrite(conform_arrow(rows, tx.table_metadata.schema().as_arrow()),
-                             overwrite_filter=EqualTo(column, value),
+                             overwrite_filter=where,
                              snapshot_properties={"assay.maintenance": "compact"})
             compacted += 1
         except (CommitFailedException, ValidationException):

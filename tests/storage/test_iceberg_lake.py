@@ -245,3 +245,37 @@ def test_maintenance_of_the_local_lake_recovers_dead_writers_only(assay_home):
     local.write_batch("t", {"batch": "b"}, frames(1))
     [report] = maintain(local)
     assert report.table == "(local lake)" and local.read("t", "samples")["v"].to_list() == [1]
+
+
+def test_gate_results_is_unpartitioned_replaces_batches_reads_a_domain_and_compacts_into_one_file(lake, assay_home):
+    from storage.iceberg_lake import UNPARTITIONED_TABLES
+    from storage.lake_maintenance import MaintenanceSettings, _live_files, maintain
+
+    assert "gate_results" in UNPARTITIONED_TABLES
+    local = Lake.at(assay_home / "local")
+
+    def gate(domain, evaluation, ok):
+        return {"part": pl.DataFrame({"expectation": ["rows", "nulls"], "success": [ok, True],
+                                      "note": [f"{domain}/{evaluation}", None]})}
+
+    writes = [({"domain": d, "evaluation": e}, gate(d, e, True)) for d in ("a", "b", "c") for e in ("e1", "e2")]
+    writes.append(({"domain": "b", "evaluation": "e1"}, gate("b", "e1", False)))  # replaces b/e1 whole
+    for key, batch in writes:
+        lake.write_batch("gate_results", key, batch)
+        local.write_batch("gate_results", key, batch)
+    tbl = lake.iceberg_table("gate_results")
+    assert not tbl.spec().fields  # one group of files for the whole table
+    query = "SELECT domain, evaluation, expectation, success, note FROM gate_results ORDER BY ALL"
+    before = local.sql(query).rows()
+    assert lake.sql(query).rows() == before and len(before) == 12
+    assert sorted(lake.read("gate_results", where={"domain": "b"})["success"].to_list()) == [False, True, True, True]
+    assert lake.read("gate_results", where={"domain": "b", "evaluation": "e1"})["success"].to_list() == [False, True]
+    assert lake.read("gate_results", where={"domain": "zz"}).height == 0
+    assert _live_files(tbl)[0] >= 6
+
+    [report] = maintain(lake, MaintenanceSettings(compact_min_files=2, keep_snapshots=1, grace_s=0), ["gate_results"])
+    assert report.partitions_compacted == 1 and report.data_files_after == 1
+    assert lake.sql(query).rows() == before
+    lake.write_batch("gate_results", {"domain": "a", "evaluation": "e1"}, gate("a", "e1", False))  # replace after it
+    local.write_batch("gate_results", {"domain": "a", "evaluation": "e1"}, gate("a", "e1", False))
+    assert lake.sql(query).rows() == local.sql(query).rows()
