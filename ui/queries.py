@@ -117,12 +117,22 @@ def open_views(lake: Lake, views: Iterable[str] | Mapping[str, Sequence[Mapping[
     last modified before T holds no row stamped after T. It keeps the overview's "gate failures in
     the last day" from reading every gate evaluation ever run."""
     wanted = views if isinstance(views, Mapping) else {name: None for name in views}
-    files = {}
-    for view, where in wanted.items():
-        found = view_files(lake, view, where, (modified_since or {}).get(view))
-        if found:
-            files[view] = found
-    return LakeViews(files)
+    for view in wanted:
+        if view not in VIEW_SOURCES:
+            raise ValueError(f"unknown lake view {view!r} (known: {', '.join(VIEW_SOURCES)})")
+
+    def found(item):
+        view, where = item
+        return view, view_files(lake, view, where, (modified_since or {}).get(view))
+
+    if len(wanted) > 1:  # the team lake exports each view from object storage: latency, not CPU
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(len(wanted), 8)) as pool:
+            listed = list(pool.map(found, wanted.items()))
+    else:
+        listed = [found(item) for item in wanted.items()]
+    return LakeViews({view: files for view, files in listed if files})
 
 
 def has_view(con: LakeViews, view: str) -> bool:
