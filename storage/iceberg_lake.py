@@ -40,6 +40,7 @@ import shutil
 import threading
 import time
 import uuid
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
@@ -58,6 +59,8 @@ FRAME_COLUMN = "_frame"
 FRAME_PROPERTY = "assay.frame."
 MANIFEST_PROPERTY = "assay.manifest"
 CACHE_KEEP_S = 600.0        # a reader holding an older snapshot's file has this long to read it
+DATA_FILES_FOLDER = "data-files"  # under lake-cache/<table>: local copies of Iceberg data files (_scan_arrow)
+_FETCH_THREADS = 16
 _CATALOG_LOCK = threading.Lock()  # readers export views from several threads (ui.queries.open_views)
 _COMMIT_TRIES = 50          # commits lost to concurrent writers before giving up
 TABLE_PROPERTIES = {
@@ -297,8 +300,8 @@ class IcebergLake:
             return [path]
         if empty.exists():
             return []
-        arrow = tbl.scan(row_filter=_equals({FRAME_COLUMN: name, **where}), selected_fields=tuple(columns),
-                         snapshot_id=snapshot.snapshot_id).to_arrow()
+        arrow = self._scan_arrow(table, tbl.scan(row_filter=_equals({FRAME_COLUMN: name, **where}),
+                                                 selected_fields=tuple(columns), snapshot_id=snapshot.snapshot_id))
         folder.mkdir(parents=True, exist_ok=True)
         target = path if arrow.num_rows else empty
         temporary = folder / f".{target.name}.{uuid.uuid4().hex[:8]}"
@@ -312,11 +315,61 @@ class IcebergLake:
         self._prune(table, keep=folder)
         return [path] if arrow.num_rows else []
 
+    def _scan_arrow(self, table: str, scan) -> "pa.Table":
+        """``scan``'s rows, read by pyiceberg from local copies of its data files.
+
+        Iceberg never changes a data file once written (a replaced batch is a new file), so a copy
+        keyed by the file's path is valid for as long as it exists: the export of a new snapshot
+        fetches only the files added since the copies were made, and a cold export fetches all of
+        them at once (:data:`_FETCH_THREADS` whole-object reads: S3 is latency-bound) instead of
+        pyiceberg's few threads of ranged reads. Files with deletes (not written by this lake) are
+        read by pyiceberg straight from storage."""
+        from pyiceberg.io.pyarrow import ArrowScan
+        from pyiceberg.table import FileScanTask
+
+        tasks = list(scan.plan_files())
+        if any(task.delete_files for task in tasks):
+            return scan.to_arrow()
+        folder = self.cache_dir / table / DATA_FILES_FOLDER
+        folder.mkdir(parents=True, exist_ok=True)
+        io = scan.io
+
+        def local(task):
+            path = folder / (hashlib.sha1(task.file.file_path.encode()).hexdigest()[:32] + ".parquet")
+            try:
+                os.utime(path)  # in use: not pruned for CACHE_KEEP_S
+            except FileNotFoundError:
+                temporary = folder / f".{path.name}.{uuid.uuid4().hex[:8]}"
+                with io.new_input(task.file.file_path).open() as stream:
+                    temporary.write_bytes(stream.read())
+                os.replace(temporary, path)  # concurrent fetchers write the same bytes
+            copy = deepcopy(task.file)
+            copy[1] = str(path)  # DataFile.file_path
+            assert copy.file_path == str(path)
+            return FileScanTask(copy, residual=task.residual)
+
+        if len(tasks) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(len(tasks), _FETCH_THREADS)) as pool:
+                copies = list(pool.map(local, tasks))
+        else:
+            copies = [local(task) for task in tasks]
+        reader = ArrowScan(scan.table_metadata, io, scan.projection(), scan.row_filter, scan.case_sensitive, scan.limit)
+        try:
+            return reader.to_table(copies)
+        except FileNotFoundError:  # a copy pruned meanwhile (unused for CACHE_KEEP_S): read from storage
+            return scan.to_arrow()
+
     def _prune(self, table: str, keep: Path) -> None:
         cutoff = time.time() - CACHE_KEEP_S
         for folder in (self.cache_dir / table).iterdir():
             try:
-                if folder != keep and folder.stat().st_mtime < cutoff:
+                if folder.name == DATA_FILES_FOLDER:
+                    for copy in folder.iterdir():
+                        if copy.stat().st_mtime < cutoff:
+                            copy.unlink(missing_ok=True)
+                elif folder != keep and folder.stat().st_mtime < cutoff:
                     shutil.rmtree(folder, ignore_errors=True)
             except FileNotFoundError:
                 pass

@@ -279,3 +279,24 @@ def test_gate_results_is_unpartitioned_replaces_batches_reads_a_domain_and_compa
     lake.write_batch("gate_results", {"domain": "a", "evaluation": "e1"}, gate("a", "e1", False))  # replace after it
     local.write_batch("gate_results", {"domain": "a", "evaluation": "e1"}, gate("a", "e1", False))
     assert lake.sql(query).rows() == local.sql(query).rows()
+
+
+def test_a_new_snapshot_is_exported_from_local_copies_of_its_data_files_fetching_only_the_added_ones(lake):
+    from storage.iceberg_lake import DATA_FILES_FOLDER
+
+    for value, batch in enumerate("abc"):
+        lake.write_batch("t", {"batch": batch}, frames(value, 2))
+    assert sorted(lake.read("t", "samples")["v"].to_list()) == [0, 0, 1, 1, 2, 2]
+    copies = lake.cache_dir / "t" / DATA_FILES_FOLDER
+    assert len(list(copies.iterdir())) == 3  # one data file per batch, both frames in it
+
+    lake.write_batch("t", {"batch": "a"}, frames(7))  # replaces a: a new data file, the old one left out
+    lake.write_batch("t", {"batch": "d"}, frames(9))
+    assert sorted(lake.read("t", "samples")["v"].to_list()) == [1, 1, 2, 2, 7, 9]
+    assert lake.read("t", "quarantine", where={"batch": "a"})["v"].to_list() == [7]
+    assert len(list(copies.iterdir())) == 5  # the two added files; the copies of b and c were reused
+    # a copy gone (pruned by another reader) is fetched again
+    for copy in copies.iterdir():
+        copy.unlink()
+    lake.write_batch("t", {"batch": "e"}, frames(5))
+    assert sorted(lake.read("t", "samples")["v"].to_list()) == [1, 1, 2, 2, 5, 7, 9]
