@@ -15,6 +15,11 @@ per domain in one call of :meth:`Domain.safe_score_many`, as TRL's reward functi
 A domain whose scorer is cheaper in bulk (the ``code`` domain runs a batch in a sandbox pool)
 passes ``score_many(completions, samples) -> list[float]`` as well; without it the batch is
 ``score`` mapped over the samples. Both must agree item for item.
+
+A learned reward: ``learned_reward=LearnedReward()`` makes GRPO reward the domain with its reward
+model (``assay reward train DOMAIN``) instead of, or blended with, ``score``; training refuses the
+domain until that reward model's latest ``assay reward check DOMAIN`` passed. ``score`` stays
+computed and logged beside it as the gold signal (:mod:`training.learned_rewards`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,34 @@ ExtraChecksFn = Callable[[], Mapping[str, Mapping[str, Any]]]
 
 class DomainError(ValueError):
     """A domain definition or a domain's output breaks the contract."""
+
+
+@dataclass(frozen=True)
+class LearnedReward:
+    """A domain's learned reward (a reward model trained by ``assay reward train DOMAIN``).
+
+    - ``reward_model``: a reward-model id (``rm-<domain>-...``, see ``assay reward list``) or
+      ``"latest"`` (the domain's newest, resolved when a run starts).
+    - ``weight``: the learned reward's share of the domain's primary reward term, in (0, 1]: GRPO's
+      ``score`` term becomes ``weight * learned + (1 - weight) * score``; 1.0 (default) replaces the
+      domain's scorer, which is still computed and logged as the gold signal.
+
+    The reward model's raw output (an unbounded Bradley-Terry logit) enters as ``sigmoid(raw)``, in
+    (0, 1): the modelled probability that the completion beats one scored 0.
+    """
+
+    reward_model: str = "latest"
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reward_model, str) or not self.reward_model.strip():
+            raise DomainError(f"learned_reward.reward_model must be a reward-model id (see `assay reward list`) or "
+                              f"'latest', got {self.reward_model!r}")
+        weight = self.weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1:
+            raise DomainError(f"learned_reward.weight must be a number in (0, 1] (1.0: the learned reward replaces "
+                              f"the domain's scorer; 0.5: half each), got {weight!r}")
+        object.__setattr__(self, "weight", float(weight))
 
 
 class ScoringError(DomainError):
@@ -87,6 +120,8 @@ class Domain:
     - ``attacks``: ``attacks(sample) -> {family: [completions]}``, the domain's own reward hacks
       (built from the prompt, never the answer), run by ``assay domains attack`` and the self-test
       beside the generic families of :mod:`quality.reward_attacks`; any that scores above 0 fails it.
+    - ``learned_reward``: a :class:`LearnedReward`: GRPO rewards the domain with its gated reward
+      model (``score`` stays the logged gold signal); None (default): ``score`` alone.
     """
 
     name: str
@@ -107,6 +142,7 @@ class Domain:
     episode_task: Callable[[dict], Any] | None = None
     context_tokens: int | None = None
     attacks: Callable[[dict], Mapping[str, Sequence[str]]] | None = None
+    learned_reward: LearnedReward | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
@@ -133,6 +169,10 @@ class Domain:
         if self.attacks is not None and not callable(self.attacks):
             raise DomainError(f"domain {self.name!r}: attacks must be a callable or None, got "
                               f"{type(self.attacks).__name__}")
+        if self.learned_reward is not None and not isinstance(self.learned_reward, LearnedReward):
+            raise DomainError(f"domain {self.name!r}: learned_reward must be a LearnedReward (from domains.base "
+                              f"import LearnedReward; e.g. LearnedReward(reward_model='latest')) or None, got "
+                              f"{type(self.learned_reward).__name__}")
         if self.extra_checks is not None and not callable(self.extra_checks):
             raise DomainError(f"domain {self.name!r}: extra_checks must be a callable or None, got "
                               f"{type(self.extra_checks).__name__}")
