@@ -11,6 +11,11 @@ The Dagster asset trains only on such train sets and refuses a domain without on
 generate a domain's train split directly with ``Domain.generate("train", n, seed)`` when the
 domain has no train set and no gate results yet, and says so.
 
+A domain that declares a learned reward (``Domain.learned_reward``) is refused here too unless
+its reward model's newest gate check passed (:func:`training.learned_rewards.gated_reward_model`);
+the gated reward model is kept in :attr:`TrainingData.reward_models` and its id enters the domain's
+fingerprint.
+
 Rows are sorted by id, so the run (the mixture's shuffled order) depends on which rows there are,
 not on how the lake happened to store them. Each domain's rows get a fingerprint
 (:func:`rows_fingerprint`) that becomes part of the run's identity (``training.trainer``).
@@ -59,6 +64,8 @@ class TrainingData:
     sources: dict[str, str] = field(default_factory=dict)  # domain -> "train_set" | "generated"
     fingerprints: dict[str, str] = field(default_factory=dict)  # domain -> rows_fingerprint
     evaluations: dict[str, str] = field(default_factory=dict)  # domain -> gate evaluation of its train_set
+    # domain -> its gated learned reward {"reward_model", "path", "weight", "gate_check"}
+    reward_models: dict[str, dict] = field(default_factory=dict)
 
     def describe(self) -> str:
         return ", ".join(f"{d}: {len(r)} rows from {self.sources[d]}" for d, r in self.rows.items())
@@ -73,6 +80,9 @@ class TrainingData:
             out[name] = {"rows": len(rows), "source": self.sources[name], "fingerprint": self.fingerprints[name]}
             if name in self.evaluations:
                 out[name]["evaluation"] = self.evaluations[name]
+            if name in self.reward_models:
+                out[name]["reward_model"] = self.reward_models[name]["reward_model"]
+                out[name]["reward_gate_check"] = self.reward_models[name]["gate_check"]
         return out
 
 
@@ -120,4 +130,12 @@ def load_training_data(domains: list[str], lake: Lake, *, registry=None, allow_g
                 raise TrainingDataError(f"domain {name!r} generated no train samples")
             data.rows[name], data.sources[name] = generated, "generated"
         data.fingerprints[name] = rows_fingerprint(data.rows[name])
+        if getattr(domain, "learned_reward", None) is not None:  # refused unless its reward model passed its gate
+            from training.learned_rewards import gated_reward_model
+
+            gated = gated_reward_model(lake, domain)
+            data.reward_models[name] = gated
+            data.fingerprints[name] = combined_fingerprint({"rows": data.fingerprints[name],
+                                                            "reward_model": gated["reward_model"],
+                                                            "weight": str(gated["weight"])})
     return data

@@ -7,7 +7,12 @@ domain runs it in a sandbox pool); the components and the reward are then compos
 
 - ``score``: the domain's scorer in [0, 1] (always computed: it is also the accuracy signal);
 - ``format``: 1.0 if the completion matches the domain's ``format_pattern`` (``re.search``), else 0;
-- ``length``: ``-max(0, tokens - length_target) / length_target``, a penalty for rambling.
+- ``length``: ``-max(0, tokens - length_target) / length_target``, a penalty for rambling;
+- ``learned``: for a domain that declares a learned reward (``Domain.learned_reward``), its gated
+  reward model's ``sigmoid(raw)`` (:mod:`training.learned_rewards`), one batch per domain and step.
+  The ``score`` weight then applies to ``w * learned + (1 - w) * score`` (``w`` the declaration's
+  ``weight``; 1.0: the learned reward replaces the scorer), while ``score`` stays the verifier's,
+  logged beside it as the gold signal.
 
 The reward is the weighted sum with the domain's resolved weights (see :mod:`training.config`).
 Advantages are later normalised within each group (one prompt, one domain), so domains with
@@ -28,6 +33,7 @@ class DomainRewardSpec:
     weights: dict[str, float]
     format_pattern: re.Pattern | None
     length_target: int | None
+    learned_weight: float | None = None  # the learned reward's share of the score term (None: no learned reward)
 
 
 @dataclass
@@ -54,9 +60,27 @@ def resolve_reward_spec(config: GRPOConfig, domain: str) -> DomainRewardSpec:
 class RewardComposer:
     """Scores completions of mixed domains with each domain's scorer and components."""
 
-    def __init__(self, config: GRPOConfig, domains: dict):
+    def __init__(self, config: GRPOConfig, domains: dict, learned: dict | None = None):
+        """``learned``: domain -> its gated reward model's scorer (``scorer(prompts, completions) ->
+        [value in [0, 1]]``, e.g. :class:`training.learned_rewards.LearnedRewardScorer`), one for
+        every domain that declares a learned reward: one without it is refused, never silently
+        rewarded by its verifier alone."""
         self.domains = domains  # name -> domains.Domain
-        self.specs = {name: resolve_reward_spec(config, name) for name in domains}
+        self.learned = dict(learned or {})
+        missing = sorted(n for n, d in domains.items() if getattr(d, "learned_reward", None) is not None
+                         and n not in self.learned)
+        if missing:
+            raise ValueError(f"domains {', '.join(missing)} declare a learned reward but no gated reward model was "
+                             f"given for them: GRPO loads it with the train rows (training.data.load_training_data)")
+        self.specs = {}
+        for name in domains:
+            spec = resolve_reward_spec(config, name)
+            if name in self.learned:
+                weight = getattr(self.learned[name], "weight", None)
+                declared = getattr(domains[name], "learned_reward", None)
+                weight = weight if weight is not None else (declared.weight if declared is not None else 1.0)
+                spec = DomainRewardSpec(spec.weights, spec.format_pattern, spec.length_target, float(weight))
+            self.specs[name] = spec
 
     def score(self, domain: str, completion: str, sample: dict, completion_tokens: int) -> SampleReward:
         """One sample's reward (see :meth:`score_many`)."""
@@ -73,25 +97,43 @@ class RewardComposer:
         for index, domain in enumerate(domains):
             by_domain.setdefault(domain, []).append(index)
         scores: list[float | None] = [None] * len(domains)  # each domain's call fills its indices
+        learned: list[float | None] = [None] * len(domains)
         for domain, indices in by_domain.items():
             batch = self.domains[domain].safe_score_many([completions[i] for i in indices],
                                                          [samples[i] for i in indices])
             for index, value in zip(indices, batch):
                 scores[index] = value
-        return [self._compose(self.specs[d], c, s, n)
-                for d, c, s, n in zip(domains, completions, scores, completion_tokens)]
+            if domain in self.learned:
+                values = list(self.learned[domain]([str(samples[i].get("prompt") or "") for i in indices],
+                                                   [completions[i] for i in indices]))
+                if len(values) != len(indices):
+                    raise ValueError(f"domain {domain!r}: the learned reward returned {len(values)} values for "
+                                     f"{len(indices)} completions")
+                for index, value in zip(indices, values):
+                    learned[index] = min(1.0, max(0.0, float(value)))
+        return [self._compose(self.specs[d], c, s, n, lr)
+                for d, c, s, n, lr in zip(domains, completions, scores, completion_tokens, learned)]
 
     def compose_judged(self, domain: str, completion: str, score: float, completion_tokens: int) -> SampleReward:
         """The reward of a sample whose score was decided elsewhere (a terminal episode: the hidden
         tests' verdict, judged on the host), with the domain's components as for any sample."""
+        if domain in self.learned:
+            raise ValueError(f"domain {domain!r} declares a learned reward: terminal episodes are rewarded by their "
+                             "hidden tests only; remove learned_reward from the domain to train on its episodes")
         return self._compose(self.specs[domain], completion, score, completion_tokens)
 
     @staticmethod
-    def _compose(spec: DomainRewardSpec, completion: str, score: float, completion_tokens: int) -> SampleReward:
+    def _compose(spec: DomainRewardSpec, completion: str, score: float, completion_tokens: int,
+                 learned: float | None = None) -> SampleReward:
         components = {"score": score}
+        primary = score
+        if learned is not None and spec.learned_weight is not None:
+            components["learned"] = learned
+            primary = spec.learned_weight * learned + (1.0 - spec.learned_weight) * score
         if spec.format_pattern is not None:
             components["format"] = 1.0 if spec.format_pattern.search(completion) else 0.0
         if spec.length_target is not None:
             components["length"] = -max(0, completion_tokens - spec.length_target) / spec.length_target
-        reward = sum(weight * components.get(name, 0.0) for name, weight in spec.weights.items())
+        reward = sum(weight * (primary if name == "score" else components.get(name, 0.0))
+                     for name, weight in spec.weights.items())
         return SampleReward(reward, components)

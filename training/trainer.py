@@ -85,8 +85,11 @@ ALL = "_all"
 # reward-hacking signals per (step, domain) (training.hacking_signals): shares of hedging and of
 # prompt-copying rollouts, the copiers' mean reward (None when none copies)
 HACKING_SIGNALS = ("multi_answer_share", "prompt_copy_share", "prompt_copy_reward")
+# a domain with a learned reward (training.learned_rewards): its reward model's mean (sigmoid) value
+# and the verifier's mean score, the gold signal, per step (None for other domains)
+LEARNED_SIGNALS = ("learned_mean", "score_mean")
 METRICS = ("reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac", "entropy",
-           "zero_var_frac", "tokens_per_s", *HACKING_SIGNALS)
+           "zero_var_frac", "tokens_per_s", *HACKING_SIGNALS, *LEARNED_SIGNALS)
 # batch-level timings (seconds) and rollout/training mismatch figures, on the "_all" row only
 STEP_EXTRAS = ("generation_s", "step_s", "sync_s", "ref_s", "update_s", "is_ratio_min", "is_ratio_mean",
                "is_ratio_max", "is_corrected_frac", "logp_gap_mean", "logp_gap_max")
@@ -128,6 +131,15 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _learned_signals(rollouts: list) -> dict:
+    """``learned_mean`` (the learned reward) and ``score_mean`` (the verifier, the gold signal) over the
+    rollouts a learned reward scored; both None when none was."""
+    learned = [r for r in rollouts if r.learned is not None]
+    if not learned:
+        return {name: None for name in LEARNED_SIGNALS}
+    return {"learned_mean": _mean([r.learned for r in learned]), "score_mean": _mean([r.score for r in learned])}
+
+
 def _std(values: list[float]) -> float | None:
     if not values:
         return None
@@ -165,6 +177,7 @@ class Rollout:
     judged_score: float | None = None  # an episode's verdict (hidden tests, on the host): not re-scored
     reward: float = 0.0
     score: float = 0.0
+    learned: float | None = None  # the domain's learned reward (sigmoid of its reward model), if it has one
     advantage: float = 0.0
     group: int = 0
     # filled by the update
@@ -384,6 +397,7 @@ class GRPOTrainer:
         from training.engine import setup_distributed
         from training.mixture import DomainMixture
         from generation.policy import policy_path
+        from training.learned_rewards import LearnedRewardScorer
         from training.rewards import RewardComposer
 
         cfg = self.config
@@ -411,7 +425,16 @@ class GRPOTrainer:
             raise ValueError(f"terminal-agent domains ({', '.join(episodes)}) and single-turn domains "
                              f"({', '.join(sorted(set(self._domains) - set(episodes)))}) cannot train in one run: "
                              "train them in separate runs")
-        composer = RewardComposer(cfg, self._domains)
+        learned_episodes = sorted(d for d in episodes if getattr(self._domains[d], "learned_reward", None))
+        if learned_episodes:
+            raise ValueError(f"terminal-agent domains {', '.join(learned_episodes)} declare a learned reward: episodes "
+                             "are rewarded by their hidden tests only; remove learned_reward to train on them")
+        learned = {name: LearnedRewardScorer.from_gated(gated) for name, gated in data.reward_models.items()}
+        if learned and self.rank == 0:
+            self.log("learned rewards: " + ", ".join(f"{name} by reward model {g['reward_model']} (gate check "
+                                                     f"{g['gate_check']} passed, weight {g['weight']})"
+                                                     for name, g in data.reward_models.items()))
+        composer = RewardComposer(cfg, self._domains, learned)  # a reward model loads on its first batch
         start_step = int(state["step"])
         engine, rollout_model, ref_model = self._models(start_step)
         self._rollout_name = rollout_model.name  # what rollout.backend resolved to (auto: here)
@@ -675,6 +698,7 @@ class GRPOTrainer:
                                              [r.row for r in texts], [len(r.completion_ids) for r in texts])
         for r, reward in zip(texts, scored):
             r.reward, r.score = reward.reward, reward.components["score"]
+            r.learned = reward.components.get("learned")
         for r in rollouts:
             if r.judged_score is not None:  # an episode: the hidden tests decided, once, on the host
                 reward = session.composer.compose_judged(r.domain, r.text, r.judged_score, int(_policy_tokens(r)))
@@ -906,6 +930,7 @@ class GRPOTrainer:
                 "step_s": seconds if domain == ALL else None,
                 **step_signals([r.text for r in mine], [str(r.row.get("prompt") or "") for r in mine],
                                [r.reward for r in mine]),
+                **_learned_signals(mine),
                 **(self._step_extras() if domain == ALL else {}),
             })
         return rows
