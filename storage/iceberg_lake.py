@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import polars as pl
 
-from storage.lake import partition_part, connect_views
+from storage.lake import UnitBatch, connect_views, partition_part, unit_batch
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -159,23 +159,44 @@ class IcebergLake:
         """Write (or replace) one batch of ``table`` in one Iceberg commit (see the module doc)."""
         if not frames and manifest is None:
             raise ValueError(f"write_batch({table!r}, {dict(partition)}): nothing to write (no frames, no manifest)")
-        properties = {MANIFEST_PROPERTY: json.dumps(manifest, default=str)} if manifest is not None else {}
-        return self._write(table, [(partition, frames)], properties)[0]
+        return self._write(table, [(partition, frames, manifest)])[0]
 
-    def write_batches(self, table: str, batches: Sequence[tuple[Mapping[str, Any], Mapping[str, pl.DataFrame]]]
-                      ) -> list[str]:
+    def write_batches(self, table: str, batches: Sequence[UnitBatch]) -> list[str]:
         """Write (or replace) several batches of ``table`` as ONE Iceberg commit: readers see all of
         them or none, and a lost race redoes the whole unit. A commit costs about the same whatever
-        it holds, so a sweep writes every domain of a checkpoint this way, not one commit each."""
+        it holds, so a sweep writes every domain of a checkpoint this way, not one commit each, and
+        so does an ingest run of several domains. Each batch is ``(partition, frames)`` or
+        ``(partition, frames, manifest)``; the manifests are properties of that same commit's
+        snapshot (:meth:`manifest`)."""
         if not batches:
             return []
-        for partition, frames in batches:
-            if not frames:
-                raise ValueError(f"write_batches({table!r}): batch {dict(partition)} has no frames")
-        return self._write(table, batches, {})
+        unpacked = [unit_batch(batch) for batch in batches]
+        for partition, frames, manifest in unpacked:
+            if not frames and manifest is None:
+                raise ValueError(f"write_batches({table!r}): batch {dict(partition)} has no frames (and no manifest)")
+        return self._write(table, unpacked)
 
-    def _write(self, table: str, batches, properties: Mapping[str, str]) -> list[str]:
-        keys = [{k: str(v) for k, v in partition.items()} for partition, _ in batches]
+    def manifest(self, table: str, partition: Mapping[str, Any]) -> dict | None:
+        """The manifest committed with batch ``partition`` of ``table``: a property of the newest
+        snapshot (of the current one's history) that wrote one for it; None when none did, or when
+        maintenance has expired that snapshot. Unlike the local lake, where a manifest lives in its
+        batch's folder, a batch replaced or deleted without a manifest still reads the older one."""
+        tbl = self.iceberg_table(table)
+        if tbl is None:
+            return None
+        name = _manifest_property({k: str(v) for k, v in partition.items()})
+        snapshot = tbl.current_snapshot()
+        by_id = {s.snapshot_id: s for s in tbl.snapshots()}
+        while snapshot is not None:
+            text = snapshot.summary.get(name) if snapshot.summary is not None else None
+            if text is not None:
+                return json.loads(text)
+            snapshot = by_id.get(snapshot.parent_snapshot_id)
+        return None
+
+    def _write(self, table: str, batches: Sequence[tuple]) -> list[str]:
+        """Commit ``batches`` (``(partition, frames, manifest)`` each) as one snapshot."""
+        keys = [{k: str(v) for k, v in partition.items()} for partition, _, _ in batches]
         names = list(keys[0])
         for key in keys:
             if list(key) != names:
@@ -187,10 +208,16 @@ class IcebergLake:
             raise ValueError(f"write_batches({table!r}): a batch key appears twice in one unit")
         import pyarrow as pa
 
-        parts = [_batch_table(key, frames) for key, (_, frames) in zip(keys, batches)]
+        # the manifests go into the commit's snapshot: each under its batch's key (read by
+        # manifest()), and a lone batch's also as MANIFEST_PROPERTY, as write_batch always stored it
+        properties = {_manifest_property(key): json.dumps(manifest, default=str)
+                      for key, (_, _, manifest) in zip(keys, batches) if manifest is not None}
+        if len(batches) == 1 and batches[0][2] is not None:
+            properties[MANIFEST_PROPERTY] = json.dumps(batches[0][2], default=str)
+        parts = [_batch_table(key, frames) for key, (_, frames, _) in zip(keys, batches)]
         data = parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="permissive")
         columns: dict[str, list[str]] = {}
-        for _, frames in batches:
+        for _, frames, _ in batches:
             for name, frame in frames.items():
                 known = columns.setdefault(name, [])
                 known += [c for c in frame.columns if c not in known]
@@ -464,6 +491,11 @@ def _open_catalog(profile: "Profile"):
 
 
 # -- frames <-> Arrow --------------------------------------------------------------------------
+
+def _manifest_property(key: Mapping[str, str]) -> str:
+    """The snapshot property holding the manifest of batch ``key``: ``assay.manifest.domain=a/batch=b``."""
+    return f"{MANIFEST_PROPERTY}." + "/".join(partition_part(k, v) for k, v in key.items())
+
 
 def _frames(tbl) -> list[str]:
     return [k[len(FRAME_PROPERTY):] for k in tbl.properties if k.startswith(FRAME_PROPERTY)]

@@ -98,6 +98,21 @@ def partition_part(key: str, value: str) -> str:
     return f"{key}={value}"
 
 
+# one batch of a write_batches unit: (partition, frames) or (partition, frames, manifest or None)
+UnitBatch = tuple  # tuple[Mapping[str, Any], Mapping[str, pl.DataFrame]] | (..., Mapping[str, Any] | None)
+
+
+def unit_batch(batch: Sequence) -> tuple[Mapping[str, Any], Mapping[str, pl.DataFrame], Mapping[str, Any] | None]:
+    """``(partition, frames, manifest)`` of one batch of a ``write_batches`` unit, which may omit
+    the manifest."""
+    if len(batch) == 2:
+        return batch[0], batch[1], None
+    if len(batch) == 3:
+        return batch[0], batch[1], batch[2]
+    raise ValueError(f"a batch of a write_batches unit is (partition, frames) or (partition, frames, manifest), "
+                     f"got {len(batch)} items")
+
+
 @dataclass(frozen=True)
 class _Version:
     """A committed partition folder as a reader listed it: its path, which version of it (inode
@@ -198,13 +213,22 @@ class Lake:
             shutil.rmtree(work, ignore_errors=True)  # after a swap it holds the replaced version
         return final
 
-    def write_batches(self, table: str, batches: Sequence[tuple[Mapping[str, Any], Mapping[str, pl.DataFrame]]]
-                      ) -> list[Path]:
+    def write_batches(self, table: str, batches: Sequence[UnitBatch]) -> list[Path]:
         """Several batches of ``table`` (one unit of work: a sweep's domains, an ingest run's
-        domains). Here each batch is still its own folder rename, atomic per batch, at ~3 ms a
-        batch; the team lake (:meth:`storage.iceberg_lake.IcebergLake.write_batches`) commits the
-        unit at once, since there a commit costs the same whatever it holds."""
-        return [self.write_batch(table, partition, frames) for partition, frames in batches]
+        domains), each ``(partition, frames)`` or ``(partition, frames, manifest)`` (a manifest as
+        :meth:`write_batch` stores it). Here each batch is still its own folder rename, atomic per
+        batch, at ~3 ms a batch; the team lake (:meth:`storage.iceberg_lake.IcebergLake.write_batches`)
+        commits the unit at once, manifests included, since there a commit costs the same whatever
+        it holds."""
+        return [self.write_batch(table, *unit_batch(batch)) for batch in batches]
+
+    def manifest(self, table: str, partition: Mapping[str, Any]) -> dict | None:
+        """The manifest stored with batch ``partition`` of ``table`` (``manifest.json`` in its
+        folder), or None when it has none."""
+        try:
+            return json.loads((self.partition_dir(table, partition) / "manifest.json").read_text())
+        except FileNotFoundError:
+            return None
 
     def delete_partition(self, table: str, partition: Mapping[str, Any]) -> bool:
         path = self.partition_dir(table, partition)

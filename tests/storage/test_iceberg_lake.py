@@ -108,6 +108,36 @@ def test_several_batches_commit_as_one_unit_and_read_like_the_local_lake(lake, a
     assert lake.write_batches("ingest", []) == []
 
 
+def test_manifests_of_a_unit_are_committed_with_it_and_read_back_like_the_local_lake(lake, assay_home):
+    local = Lake.at(assay_home / "local")
+    unit = [({"domain": "a", "batch": "b1"}, frames(1), {"source": "a.jsonl", "received": 1}),
+            ({"domain": "b", "batch": "b1"}, frames(2)),  # no manifest: a pair, as sweeps write
+            ({"domain": "c", "batch": "b1"}, frames(3), None),
+            ({"domain": "d", "batch": "b1"}, {}, {"note": "a manifest alone"})]
+    for target in (lake, local):
+        target.write_batches("ingest", unit)
+    assert len(lake.iceberg_table("ingest").snapshots()) == 1  # the manifests are in that one commit
+    for target in (lake, local):
+        assert target.manifest("ingest", {"domain": "a", "batch": "b1"}) == {"source": "a.jsonl", "received": 1}
+        assert target.manifest("ingest", {"domain": "b", "batch": "b1"}) is None
+        assert target.manifest("ingest", {"domain": "c", "batch": "b1"}) is None
+        assert target.manifest("ingest", {"domain": "d", "batch": "b1"}) == {"note": "a manifest alone"}
+        assert target.manifest("ingest", {"domain": "e", "batch": "b1"}) is None
+        assert target.manifest("nothing", {"domain": "a", "batch": "b1"}) is None
+    # a later unit replaces a's manifest and leaves b's and d's; write_batch's lone manifest reads back too
+    for target in (lake, local):
+        target.write_batches("ingest", [({"domain": "a", "batch": "b1"}, frames(4), {"received": 4}),
+                                        ({"domain": "e", "batch": "b1"}, frames(5), {"received": 5})])
+        target.write_batch("ingest", {"domain": "f", "batch": "b1"}, frames(6), {"received": 6})
+        assert target.manifest("ingest", {"domain": "a", "batch": "b1"}) == {"received": 4}
+        assert target.manifest("ingest", {"domain": "d", "batch": "b1"}) == {"note": "a manifest alone"}
+        assert target.manifest("ingest", {"domain": "e", "batch": "b1"}) == {"received": 5}
+        assert target.manifest("ingest", {"domain": "f", "batch": "b1"}) == {"received": 6}
+    assert lake.iceberg_table("ingest").current_snapshot().summary["assay.manifest"] == '{"received": 6}'
+    with pytest.raises(ValueError, match="partition, frames"):
+        lake.write_batches("ingest", [({"domain": "g", "batch": "b1"}, frames(7), None, "extra")])
+
+
 def test_a_unit_with_mixed_keys_or_a_key_twice_is_refused_before_anything_is_written(lake):
     with pytest.raises(ValueError, match="same partition keys"):
         lake.write_batches("t", [({"domain": "a", "batch": "b"}, frames(1)), ({"domain": "a"}, frames(2))])

@@ -77,3 +77,20 @@ def test_staging_folders_are_invisible_to_readers(assay_home):
     pl.DataFrame({"v": [1]}).write_parquet(hidden / "part.parquet")
     assert lake.read("t").is_empty()
     assert "t" not in lake.views()
+
+
+def test_write_batches_takes_a_manifest_per_batch_or_none(assay_home):
+    lake = Lake.at()
+    part = {"part": pl.DataFrame({"v": [1]})}
+    paths = lake.write_batches("t", [({"domain": "a", "batch": "b"}, part, {"n": 1}),
+                                     ({"domain": "b", "batch": "b"}, part),
+                                     ({"domain": "c", "batch": "b"}, {}, {"n": 3})])
+    assert [p.name for p in paths] == ["batch=b"] * 3
+    assert lake.manifest("t", {"domain": "a", "batch": "b"}) == {"n": 1}
+    assert lake.manifest("t", {"domain": "b", "batch": "b"}) is None
+    assert lake.manifest("t", {"domain": "c", "batch": "b"}) == {"n": 3}
+    assert sorted(lake.read("t")["domain"]) == ["a", "b"]
+    lake.write_batches("t", [({"domain": "a", "batch": "b"}, part)])  # replaced without one: gone with it
+    assert lake.manifest("t", {"domain": "a", "batch": "b"}) is None
+    with pytest.raises(ValueError, match="partition, frames"):
+        lake.write_batches("t", [({"domain": "a", "batch": "b"},)])
