@@ -27,10 +27,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from generation.device import DeviceChoice
 from generation.contract import Backend
 from training.losses import ImportanceSamplingMode, LossType, ScaleRewards
+from training.overoptimisation import MIN_WINDOW
 from generation.vllm_engine import VllmSettings
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 REWARD_COMPONENTS = ("score", "format", "length")
+# what the trainer does when a domain's learned reward rises while its verifier falls
+# (training.overoptimisation): warn = flag it (MLflow, log, dashboard) and train on; stop = flag it and
+# end the run after saving that step's checkpoint
+REWARD_HACKING_MODES = ("warn", "stop")
+RewardHackingMode = Literal["warn", "stop"]
 
 
 class RecipeError(ValueError):
@@ -243,6 +249,17 @@ class GRPOConfig(_Strict):
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection,
                                         description="DeepSpeed engine settings (ZeRO stage, precision, accumulation)")
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
+    reward_hacking: RewardHackingMode = Field(
+        "warn", description="domains with a learned reward: when the reward model's mean rises while the verifier's "
+                            "falls over the last reward_hacking_window steps (proxy over-optimisation, training."
+                            "overoptimisation): warn = flag it in MLflow, the log and the dashboard and train on; "
+                            "stop = flag it and end the run after saving that step's checkpoint")
+    reward_hacking_window: int = Field(
+        8, description=f"steps (of the domain's, at least {MIN_WINDOW}) the reward-hacking watch fits its "
+                       "least-squares slopes over; no verdict before that many are recorded")
+    reward_hacking_min_change: float = Field(
+        0.05, description="how much (reward units, 0-1) the learned reward must rise and the verifier fall over the "
+                          "window for the watch to fire (besides both slopes clearing their noise, |t| >= 2)")
 
     @field_validator("rope_scaling")
     @classmethod
@@ -267,6 +284,33 @@ class GRPOConfig(_Strict):
         if problem:
             raise ValueError(f"run name {name!r} {problem}")
         return name
+
+    @field_validator("reward_hacking", mode="before")
+    @classmethod
+    def _reward_hacking_mode(cls, value):
+        if value not in REWARD_HACKING_MODES:
+            raise ValueError(f"reward_hacking must be 'warn' (flag a learned reward rising while its verifier falls, "
+                             f"and train on) or 'stop' (flag it and end the run after saving that step's checkpoint); "
+                             f"got {value!r}: set `reward_hacking: warn` or `reward_hacking: stop` in the recipe")
+        return value
+
+    @field_validator("reward_hacking_window", mode="before")
+    @classmethod
+    def _reward_hacking_window(cls, value):
+        if isinstance(value, bool) or not isinstance(value, int) or value < MIN_WINDOW:
+            raise ValueError(f"reward_hacking_window must be a whole number of steps >= {MIN_WINDOW} (a slope and its "
+                             f"noise need that many points); got {value!r}: set e.g. `reward_hacking_window: 8`")
+        return value
+
+    @field_validator("reward_hacking_min_change", mode="before")
+    @classmethod
+    def _reward_hacking_min_change(cls, value):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1
+        if not ok:
+            raise ValueError("reward_hacking_min_change must be a number in (0, 1] (reward units: the learned reward "
+                             f"and the verifier both lie in 0-1); got {value!r}: set e.g. "
+                             "`reward_hacking_min_change: 0.05`")
+        return float(value)
 
     @field_validator("reward_weights")
     @classmethod
@@ -300,9 +344,11 @@ class GRPOConfig(_Strict):
         ``max_steps``: the schedule does not depend on it, so asking the same run for more steps
         continues it from where it stopped. Not ``device``: where a run computes is not what it
         trains (a run started on a CPU resumes on a GPU). Not ``rollout.vllm`` (memory and
-        compilation: speed, not what is sampled), and the ``rollout`` section (and the learnability
+        compilation: speed, not what is sampled). Not the reward-hacking watch (``reward_hacking*``): it
+        watches the trajectory and, with ``stop``, ends it early, as a smaller ``max_steps`` would. The ``rollout`` section (and the learnability
         fields of ``mixture``) only where it differs from the default, so the runs of recipes written before it existed keep their names and resume."""
-        data = self.model_dump(exclude={"run_name", "max_steps", "device"})
+        data = self.model_dump(exclude={"run_name", "max_steps", "device", "reward_hacking", "reward_hacking_window",
+                                        "reward_hacking_min_change"})
         rollout = data.pop("rollout")
         for key in ("vllm", "server_url", "sync_dir"):  # where rollouts are computed, not what they are
             rollout.pop(key)

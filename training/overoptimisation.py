@@ -1,0 +1,159 @@
+"""Proxy over-optimisation of a learned reward, judged from a run's per-step history (pure, no torch).
+
+A policy trained on a learned reward (a reward model: :mod:`training.learned_rewards`) can learn what
+the reward model likes instead of what the task wants: the learned reward keeps rising while the
+gold signal (the domain's verifier, scored beside it on the same rollouts) falls. Gao et al. (2022,
+"Scaling laws for reward model overoptimization") measured exactly this shape; this module watches
+for it while the run trains.
+
+The rule, over the trailing ``window`` recorded steps of one domain (steps where the learned reward
+scored some rollouts; a step the domain was not drawn in is skipped, not filled):
+
+- fit a least-squares line to ``learned_mean`` against the step, and another to ``score_mean`` (the
+  verifier's mean, the gold signal);
+- the verdict **fires** when the learned reward rose and the gold fell, both by at least
+  ``min_change`` over the window (slope times the window's span of steps, in reward units 0-1) and
+  both trends clear of the step-to-step noise: ``|t| >= T_MIN`` for each slope (slope over its
+  standard error, ``n - 2`` degrees of freedom).
+
+What it deliberately does not call over-optimisation (the tests hold it to this):
+
+- noise with no trend (the t-statistics stay small, or the change is under ``min_change``);
+- both rising (the learned reward is carrying the verifier with it: the hoped-for case);
+- learned flat while gold falls (the policy got worse, but not by exploiting the reward model:
+  nothing the reward model pays for is rising);
+- learned rising while gold stays flat (the reward model's gains do not transfer, which is worth a
+  look on the curves, but gold is not being traded away yet; Gao et al.'s over-optimisation is the
+  gold score falling).
+
+Fewer than ``window`` recorded steps give no verdict (``None``), never a made-up number. A window
+is at least :data:`MIN_WINDOW` steps: with fewer a slope's standard error has under 2 degrees of
+freedom. The thresholds are a one-sided test at about the 5% level per slope for a window of 8
+(the critical t with 6 degrees of freedom is 1.94); both slopes must pass, so pure noise fires far
+less often than that: on independent noise (std 0.1 on both signals, window 8, ``min_change`` 0.05)
+0.14% of windows fire, and 5.7% of 50-step runs fire at some step (300 seeded runs). It is a watch,
+not a proof: a run that fires should be looked at on its
+curves (the training page shows them) and its checkpoints swept.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+MIN_WINDOW = 4
+T_MIN = 2.0  # |slope / standard error| a trend needs to count (about p < 0.05 one-sided at 6 df)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A least-squares line through one signal over the window."""
+
+    slope: float   # reward units per step
+    t: float       # slope / its standard error; +-inf when the points lie exactly on a sloped line
+    change: float  # slope times the window's span of steps: the rise (or fall) the line says happened
+    first: float   # the signal's value at the window's first and last recorded step
+    last: float
+
+    def as_dict(self) -> dict:
+        return {"slope": round(self.slope, 6), "t": _finite_or_text(self.t), "change": round(self.change, 6),
+                "first": round(self.first, 6), "last": round(self.last, 6)}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The watch's decision on one domain's trailing window, with its evidence."""
+
+    domain: str
+    fired: bool
+    first_step: int
+    last_step: int
+    steps: int      # recorded steps in the window
+    learned: Trend  # learned_mean: the reward model's mean (sigmoid) reward
+    gold: Trend     # score_mean: the verifier's mean score on the same rollouts
+    min_change: float
+    t_min: float = T_MIN
+
+    def evidence(self) -> dict:
+        """Plain data for an MLflow tag, the run state and the log."""
+        return {"domain": self.domain, "fired": self.fired, "first_step": self.first_step,
+                "last_step": self.last_step, "steps": self.steps, "learned": self.learned.as_dict(),
+                "gold": self.gold.as_dict(), "min_change": self.min_change, "t_min": self.t_min}
+
+    def describe(self) -> str:
+        what = "proxy over-optimisation" if self.fired else "no proxy over-optimisation"
+        return (f"{self.domain}: {what} over steps {self.first_step}-{self.last_step} ({self.steps} steps): "
+                f"learned reward {self.learned.first:.3f} -> {self.learned.last:.3f} "
+                f"(change {self.learned.change:+.3f}, t {_fmt_t(self.learned.t)}), verifier (gold) "
+                f"{self.gold.first:.3f} -> {self.gold.last:.3f} (change {self.gold.change:+.3f}, "
+                f"t {_fmt_t(self.gold.t)}); fires when the learned reward rises and the verifier falls by "
+                f">= {self.min_change:g} each with |t| >= {self.t_min:g}")
+
+
+def _finite_or_text(value: float):
+    return round(value, 4) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def _fmt_t(value: float) -> str:
+    return f"{value:+.2f}" if math.isfinite(value) else ("+inf" if value > 0 else "-inf")
+
+
+def fit(steps: list[int], values: list[float]) -> Trend:
+    """Least-squares slope of ``values`` on ``steps`` (at least 3 distinct steps), its t-statistic
+    and the change it implies over the span of ``steps``."""
+    n = len(steps)
+    if n < 3 or len(values) != n:
+        raise ValueError(f"a slope with a standard error needs at least 3 points, got {n}")
+    mx, my = sum(steps) / n, sum(values) / n
+    sxx = sum((x - mx) ** 2 for x in steps)
+    if sxx == 0:
+        raise ValueError("the steps of a window must differ")
+    slope = sum((x - mx) * (y - my) for x, y in zip(steps, values)) / sxx
+    intercept = my - slope * mx
+    ssr = sum((y - (intercept + slope * x)) ** 2 for x, y in zip(steps, values))
+    scale = max(1.0, max(abs(v) for v in values))
+    if ssr <= (1e-12 * scale) ** 2 * n:  # exactly on a line: no noise to test against
+        t = 0.0 if abs(slope) <= 1e-12 else math.copysign(math.inf, slope)
+    else:
+        t = slope / math.sqrt(ssr / (n - 2) / sxx)
+    return Trend(slope=slope, t=t, change=slope * (max(steps) - min(steps)), first=values[0], last=values[-1])
+
+
+def points_of(history: Iterable[Mapping], domain: str) -> list[tuple[int, float, float]]:
+    """``(step, learned_mean, score_mean)`` of ``domain``'s history rows where both were recorded,
+    by step (a later row of the same step, from a resumed run, replaces the earlier)."""
+    by_step: dict[int, tuple[float, float]] = {}
+    for row in history:
+        if row.get("domain") != domain:
+            continue
+        learned, gold = row.get("learned_mean"), row.get("score_mean")
+        if learned is None or gold is None or not (math.isfinite(learned) and math.isfinite(gold)):
+            continue
+        by_step[int(row["step"])] = (float(learned), float(gold))
+    return [(step, *by_step[step]) for step in sorted(by_step)]
+
+
+def judge(points: list[tuple[int, float, float]], domain: str, *, window: int, min_change: float,
+          t_min: float = T_MIN) -> Verdict | None:
+    """The verdict on the last ``window`` of ``points`` (``(step, learned, gold)``, by step), or None
+    while fewer than ``window`` steps are recorded."""
+    if window < MIN_WINDOW:
+        raise ValueError(f"window must be at least {MIN_WINDOW} steps, got {window}")
+    if not min_change > 0:
+        raise ValueError(f"min_change must be > 0, got {min_change}")
+    if len(points) < window:
+        return None
+    tail = points[-window:]
+    steps = [p[0] for p in tail]
+    learned = fit(steps, [p[1] for p in tail])
+    gold = fit(steps, [p[2] for p in tail])
+    fired = (learned.change >= min_change and learned.t >= t_min
+             and gold.change <= -min_change and gold.t <= -t_min)
+    return Verdict(domain=domain, fired=fired, first_step=steps[0], last_step=steps[-1], steps=len(tail),
+                   learned=learned, gold=gold, min_change=min_change, t_min=t_min)
+
+
+def watch(history: Iterable[Mapping], domain: str, *, window: int, min_change: float) -> Verdict | None:
+    """:func:`judge` on ``domain``'s rows of a run's history (the trainer's ``training_history`` rows)."""
+    return judge(points_of(history, domain), domain, window=window, min_change=min_change)
