@@ -1,5 +1,14 @@
 """Ingest: rows in, admitted rows and quarantined rows out, committed to the lake as one batch.
 
+An ingest run of several batches (a domain's generated eval and train splits, several domains'
+at once: :func:`ingest_generated_many`) holds them in an :class:`IngestUnit` and commits them as
+one ``write_batches`` unit: on the team lake one Iceberg commit for all of them (readers see all
+or none; a lost race redoes the whole unit), on the local lake one atomic folder rename each, all
+after the last batch was gated. A run killed before that commit leaves none of the unit's batches;
+running it again ingests all of them. Batches held in a unit count as already admitted for the
+gates of the batches after them (``GateContext.pending``), so a unit gates exactly like the same
+batches written one after another.
+
 The path is the same for user files (``assay ingest``) and for a domain's generated samples (the
 Dagster ingest asset): structural checks on each raw record, then the row gates
 (:mod:`quality.row_gates`) on the structurally valid rows, then one atomic batch write. The
@@ -121,6 +130,38 @@ def _structural(record: RawRecord, domain: str, source: str, default_split: str)
     return _Candidate(record, sorted(set(found), key=found.index), str(row_id), split, prompt, answer, metadata)
 
 
+@dataclass
+class IngestUnit:
+    """Ingest batches held to be committed together (:meth:`commit`, one ``write_batches`` unit of
+    table ``ingest``). Each report's ``path`` is set when its batch is committed."""
+
+    lake: Lake
+    batches: list[tuple[dict[str, str], dict[str, pl.DataFrame], dict[str, Any]]] = field(default_factory=list)
+    reports: list[IngestReport] = field(default_factory=list)
+
+    def add(self, report: IngestReport, frames: dict[str, pl.DataFrame], manifest: dict[str, Any]) -> None:
+        partition = {"domain": report.domain, "batch": report.batch}
+        if any(held == partition for held, _, _ in self.batches):
+            raise ValueError(f"batch {report.batch!r} of domain {report.domain!r} is already in this ingest unit")
+        self.batches.append((partition, frames, manifest))
+        self.reports.append(report)
+
+    def pending(self) -> pl.DataFrame | None:
+        """The admitted rows held so far (the gates of the next batch count them as already there)."""
+        held = [frames["samples"] for _, frames, _ in self.batches if frames["samples"].height]
+        return pl.concat(held, how="vertical_relaxed") if held else None
+
+    def commit(self) -> list[IngestReport]:
+        """Write every held batch as one unit; returns their reports, paths set."""
+        if not self.batches:
+            return []
+        paths = self.lake.write_batches("ingest", self.batches)
+        for report, path in zip(self.reports, paths):
+            report.path = str(path)
+        reports, self.batches, self.reports = self.reports, [], []
+        return reports
+
+
 def ingest_records(
     lake: Lake,
     domain: Domain,
@@ -133,20 +174,22 @@ def ingest_records(
     all_domains: Sequence[Domain] = (),
     write: bool = True,
     count_tokens: Callable[[Sequence[str]], Sequence[int]] | None = None,
+    unit: IngestUnit | None = None,
 ) -> IngestReport:
     """Gate ``records`` for ``domain`` and commit them to the lake as one batch.
 
     ``batch`` names the batch; an existing batch with that name is replaced atomically (the
     generated samples of a domain use a fixed name so re-materializing is idempotent).
     ``count_tokens`` is the policy's tokenizer (prompts -> token counts), which the ``too_long``
-    gate uses for a long-context domain (``Domain.context_tokens``).
+    gate uses for a long-context domain (``Domain.context_tokens``). With ``unit`` the batch is
+    held there instead, to be committed with the unit's other batches (``report.path`` is set then).
     """
     batch = batch or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     now = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # with the name, a batch's version
     candidates = [_structural(r, domain.name, source, default_split) for r in records]
 
     ctx = GateContext(domain=domain, lake=lake, replacing_batch=batch, all_domains=all_domains,
-                      count_tokens=count_tokens)
+                      count_tokens=count_tokens, pending=unit.pending() if unit is not None and write else None)
     valid = [c for c in candidates if not c.reasons]
     if valid:
         frame = pl.DataFrame({
@@ -206,9 +249,12 @@ def ingest_records(
         samples = pl.DataFrame(admitted_rows, schema=SAMPLES_SCHEMA)
         quarantine = pl.DataFrame(quarantined_rows, schema=QUARANTINE_SCHEMA)
         manifest = report.summary() | {"batch": batch, "source": source, "ingested_at": now}
-        path = lake.write_batch("ingest", {"domain": domain.name, "batch": batch},
-                                {"samples": samples, "quarantine": quarantine}, manifest)
-        report.path = str(path)
+        if unit is not None:
+            unit.add(report, {"samples": samples, "quarantine": quarantine}, manifest)
+        else:
+            path = lake.write_batch("ingest", {"domain": domain.name, "batch": batch},
+                                    {"samples": samples, "quarantine": quarantine}, manifest)
+            report.path = str(path)
     return report
 
 
@@ -274,15 +320,37 @@ def ingest_generated(lake: Lake, domain: Domain, *, train_n: int, seed: int = 0,
                      all_domains: Sequence[Domain] = (),
                      count_tokens: Callable[[Sequence[str]], Sequence[int]] | None = None) -> dict[str, IngestReport]:
     """Materialize a domain's train and eval samples as the batches ``generated-train`` and
-    ``generated-eval`` (replacing earlier ones). Eval uses seed 0 and the domain's ``eval_size``."""
-    out = {}
-    for split, n, split_seed in (("eval", domain.eval_size, 0), ("train", train_n, seed)):
-        records = generated_records(domain, split, n, split_seed)
-        out[split] = ingest_records(
-            lake, domain, records, source=f"generated:{domain.name}:{split}:seed={split_seed}",
-            batch=f"generated-{split}", default_split=split, gates=gates, all_domains=all_domains,
-            count_tokens=count_tokens,
-        )
+    ``generated-eval`` (replacing earlier ones), committed as one unit. Eval uses seed 0 and the
+    domain's ``eval_size``."""
+    return ingest_generated_many(lake, [domain], train_n=train_n, seed=seed, gates=gates, all_domains=all_domains,
+                                 count_tokens=count_tokens)[domain.name]
+
+
+def ingest_generated_many(lake: Lake, domains: Sequence[Domain], *, train_n: int, seed: int = 0,
+                          gates: Sequence[RowGate] | None = None,
+                          all_domains: Sequence[Domain] = (),
+                          count_tokens: Callable[[Sequence[str]], Sequence[int]] | None = None,
+                          on_domain: Callable[[Domain, dict[str, IngestReport]], None] | None = None,
+                          ) -> dict[str, dict[str, IngestReport]]:
+    """:func:`ingest_generated` for several domains in one run: every domain's batches gated in
+    turn (``on_domain(domain, reports)`` after each, e.g. for progress; nothing is committed yet),
+    then all of them committed as ONE unit (:class:`IngestUnit`): one commit of table ``ingest``
+    on the team lake, whatever the number of domains. ``count_tokens`` is used for long-context
+    domains only (``Domain.context_tokens``). Returns domain -> split -> report."""
+    unit = IngestUnit(lake)
+    out: dict[str, dict[str, IngestReport]] = {}
+    for domain in domains:
+        reports = out[domain.name] = {}
+        for split, n, split_seed in (("eval", domain.eval_size, 0), ("train", train_n, seed)):
+            records = generated_records(domain, split, n, split_seed)
+            reports[split] = ingest_records(
+                lake, domain, records, source=f"generated:{domain.name}:{split}:seed={split_seed}",
+                batch=f"generated-{split}", default_split=split, gates=gates, all_domains=all_domains,
+                count_tokens=count_tokens, unit=unit,
+            )
+        if on_domain is not None:
+            on_domain(domain, reports)
+    unit.commit()
     return out
 
 

@@ -36,6 +36,9 @@ class GateContext:
     # the policy's tokenizer as prompts -> token counts; a domain that declares a length bucket
     # (``Domain.context_tokens``) is measured with it (``generation.policy.policy_token_counter``)
     count_tokens: Callable[[Sequence[str]], Sequence[int]] | None = None
+    # admitted rows of the batches an ingest run holds to commit with this one (quality.ingest.IngestUnit):
+    # not in the lake yet, they count as already there, and the lake's versions of those batches do not
+    pending: pl.DataFrame | None = None
 
 
 class RowGate(Protocol):
