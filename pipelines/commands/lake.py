@@ -14,9 +14,13 @@ def register(subparsers) -> None:
         description="Read rows with `prompt`, `answer` and optional `id`, `metadata`, `split` "
                     "(train|eval, default train) from a .jsonl/.ndjson, .csv or .parquet file, run the "
                     "row gates, and commit admitted and quarantined rows to the lake as one batch. "
-                    "Every row is kept: received == admitted + quarantined.")
+                    "Every row is kept: received == admitted + quarantined. Several DOMAIN PATH pairs "
+                    "are ingested in one run and committed together after the last is gated (one lake "
+                    "commit on the team profile): all of them or, if it fails, none.")
     ingest.add_argument("domain", help="registered domain name (see `assay domains list`)")
     ingest.add_argument("path", help="file to ingest")
+    ingest.add_argument("more", nargs="*", metavar="DOMAIN PATH",
+                        help="more domain and file pairs, ingested in the same run and committed with the first")
     add_json_flag(ingest)
     ingest.set_defaults(handler=run_ingest)
 
@@ -58,25 +62,40 @@ def run_ingest(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pipelines.settings import open_lake
-    from quality.ingest import ingest_file
+    from quality.ingest import IngestUnit, ingest_file
     from storage.readers import UnsupportedFormat, file_format
 
-    domain, registry = _domain(args.domain)
-    path = Path(args.path)
-    try:
-        file_format(path)
-    except UnsupportedFormat as exc:
-        raise CliError(str(exc)) from None
-    if not path.is_file():
-        raise CliError(f"no such file: {path}")
+    names = [args.domain, args.path, *args.more]
+    if len(names) % 2:
+        raise CliError(f"expected DOMAIN PATH pairs, got an odd number of arguments ({len(names)}): "
+                       f"{names[-1]!r} has no file")
+    jobs = []  # every pair checked before anything is read or written
+    for name, given in zip(names[::2], names[1::2]):
+        domain, registry = _domain(name)
+        path = Path(given)
+        try:
+            file_format(path)
+        except UnsupportedFormat as exc:
+            raise CliError(str(exc)) from None
+        if not path.is_file():
+            raise CliError(f"no such file: {path}")
+        jobs.append((domain, path))
     try:
         lake = open_lake(write=True)
-        count_tokens = None
-        if domain.context_tokens:  # a long-context domain's prompts are measured in the policy's tokens
-            from generation.policy import policy_token_counter
+        counter = None
+        unit = IngestUnit(lake)
+        reports = []
+        for domain, path in jobs:
+            count_tokens = None
+            if domain.context_tokens:  # a long-context domain's prompts are measured in the policy's tokens
+                if counter is None:
+                    from generation.policy import policy_token_counter
 
-            count_tokens = policy_token_counter(home=lake.home)
-        report = ingest_file(lake, domain, path, all_domains=list(registry), count_tokens=count_tokens)
+                    counter = policy_token_counter(home=lake.home)
+                count_tokens = counter
+            reports.append(ingest_file(lake, domain, path, all_domains=list(registry), count_tokens=count_tokens,
+                                       unit=unit))
+        unit.commit()  # all pairs as one unit (one commit on the team lake)
     except (UnsupportedFormat, FileNotFoundError) as exc:
         raise CliError(str(exc)) from None
 
@@ -85,7 +104,11 @@ def run_ingest(args: argparse.Namespace) -> int:
         return (f"{s['domain']}: received {s['received']}, admitted {s['admitted']}, "
                 f"quarantined {s['quarantined']} (reasons: {reasons})")
 
-    emit(args, report.summary(), human)
+    summaries = [report.summary() for report in reports]
+    if len(summaries) == 1:
+        emit(args, summaries[0], human)
+    else:  # one summary per pair, in order: a JSON list, or one line each
+        emit(args, summaries, lambda rows: "\n".join(human(s) for s in rows))
     return EXIT_OK
 
 

@@ -86,3 +86,27 @@ def test_errors_are_one_line_exit_2_and_write_nothing(plugin_env, tmp_path, assa
     error_lines = [line for line in out.stderr.splitlines() if line.startswith("assay: error")]
     assert len(error_lines) == 1 and message in error_lines[0], out.stderr
     assert not list((assay_home / "lake").rglob("*.parquet"))
+
+
+def test_ingest_of_several_domain_file_pairs_is_one_run_with_one_summary_each(plugin_env, tmp_path, assay_home):
+    from storage.lake import Lake
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.csv"
+    first.write_text('{"prompt": "What is 2 plus 2?", "answer": "4"}\nnot json\n')
+    second.write_text('prompt,answer\n"What is 2 plus 2?",4\n"Convert 3 km to m",3000\n')
+    out = run_cli("ingest", "unit_convert", str(first), "unit_convert", str(second), "--json", env=plugin_env)
+    assert out.returncode == 0, out.stderr
+    # the second file's first row repeats the first file's admitted row: its batch, held with it, counts
+    assert json.loads(out.stdout) == [
+        {"domain": "unit_convert", "received": 2, "admitted": 1, "quarantined": 1, "reasons": {"malformed": 1}},
+        {"domain": "unit_convert", "received": 2, "admitted": 1, "quarantined": 1, "reasons": {"duplicate": 1}}]
+    assert Lake(assay_home).read("ingest", "samples").height == 2
+    text = run_cli("ingest", "unit_convert", str(first), "unit_convert", str(second), env=plugin_env)
+    assert text.returncode == 0 and len(text.stdout.strip().splitlines()) == 2, text.stdout
+    assert text.stdout.startswith("unit_convert: received 2, admitted 0, quarantined 2"), text.stdout
+    # a bad pair anywhere: nothing of the run is written
+    before = Lake(assay_home).read("ingest", "samples").height
+    for bad in ((str(first), "unit_convert"), ("unit_convert", str(tmp_path / "absent.jsonl"))):
+        out = run_cli("ingest", "unit_convert", str(first), *bad, "--json", env=plugin_env)
+        assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert Lake(assay_home).read("ingest", "samples").height == before
