@@ -76,14 +76,20 @@ CHECKPOINTS = {
 # null on domain rows and in runs written before the columns existed). multi_answer_share /
 # prompt_copy_share / prompt_copy_reward: reward-hacking signals (training.hacking_signals): the
 # share of rollouts stating more than one candidate answer, the share copying long stretches of
-# the prompt and those copiers' mean reward (null when none copied, and in runs written before)
+# the prompt and those copiers' mean reward (null when none copied, and in runs written before).
+# learned_mean / score_mean: a domain with a learned reward (training.learned_rewards): the reward
+# model's mean (sigmoid) reward and the verifier's mean score, the gold signal, on the same rollouts;
+# reward_hacking: the proxy over-optimisation watch (training.overoptimisation) at that step, 1.0
+# fired (learned rising, verifier falling over the trailing window), 0.0 judged and did not; all
+# three null for other domains, before a full window (reward_hacking) and in runs written before
 TRAINING_HISTORY = {
     "run_id": pl.Utf8, "step": pl.Int64, "domain": pl.Utf8, "reward_mean": pl.Float64,
     "reward_std": pl.Float64, "accuracy": pl.Float64, "kl": pl.Float64, "loss": pl.Float64,
     "clip_frac": pl.Float64, "entropy": pl.Float64, "zero_var_frac": pl.Float64,
     "tokens_per_s": pl.Float64, "created_at": pl.Utf8, "generation_s": pl.Float64, "sync_s": pl.Float64,
     "step_s": pl.Float64, "multi_answer_share": pl.Float64, "prompt_copy_share": pl.Float64,
-    "prompt_copy_reward": pl.Float64,
+    "prompt_copy_reward": pl.Float64, "learned_mean": pl.Float64, "score_mean": pl.Float64,
+    "reward_hacking": pl.Float64,
 }
 
 # results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet  -- one row per scored sample

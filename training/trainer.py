@@ -88,8 +88,15 @@ HACKING_SIGNALS = ("multi_answer_share", "prompt_copy_share", "prompt_copy_rewar
 # a domain with a learned reward (training.learned_rewards): its reward model's mean (sigmoid) value
 # and the verifier's mean score, the gold signal, per step (None for other domains)
 LEARNED_SIGNALS = ("learned_mean", "score_mean")
+# the proxy over-optimisation watch of such a domain (training.overoptimisation) per step: 1.0 when it
+# fired on the trailing window ending at this step, 0.0 when it judged and did not, None before a
+# full window (and for domains without a learned reward); MLflow metric reward_hacking/<domain>
+REWARD_HACKING = "reward_hacking"
 METRICS = ("reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac", "entropy",
-           "zero_var_frac", "tokens_per_s", *HACKING_SIGNALS, *LEARNED_SIGNALS)
+           "zero_var_frac", "tokens_per_s", *HACKING_SIGNALS, *LEARNED_SIGNALS, REWARD_HACKING)
+# how the MLflow run ends when reward_hacking: stop ended it (not FINISHED: it did not run its
+# steps); tag assay.stopped says why, assay.stop_reason in words
+STOPPED_STATUS = "KILLED"
 # batch-level timings (seconds) and rollout/training mismatch figures, on the "_all" row only
 STEP_EXTRAS = ("generation_s", "step_s", "sync_s", "ref_s", "update_s", "is_ratio_min", "is_ratio_mean",
                "is_ratio_max", "is_corrected_frac", "logp_gap_mean", "logp_gap_max")
@@ -108,9 +115,12 @@ class TrainResult:
     seconds: float = 0.0
     data_fingerprint: str = ""
     data: dict[str, dict] = field(default_factory=dict)  # domain -> rows, source, fingerprint(, evaluation)
+    # why the run ended before max_steps, when reward_hacking: stop ended it: {"reason": "reward_hacking",
+    # "step", "domains", "evidence": {domain: training.overoptimisation.Verdict.evidence()}}; else None
+    stopped: dict | None = None
 
     def summary(self) -> dict:
-        return {"checkpoint": self.checkpoint, "mlflow_run_id": self.mlflow_run_id,
+        return {"checkpoint": self.checkpoint, "mlflow_run_id": self.mlflow_run_id, "stopped": self.stopped,
                 "history": [{k: h[k] for k in ("step", "domain", "reward_mean", "kl", "loss")}
                             for h in self.history if h["domain"] != ALL]}
 
@@ -301,6 +311,8 @@ class GRPOTrainer:
         self._rollout_name = "torch"
         self.pass_rates = None  # training.learnability.ItemPassRates, with learnability sampling
         self._domains: dict = {}  # name -> domains.Domain of the run (set up by _setup)
+        self._learned_domains: list[str] = []  # those rewarded by a learned reward: watched for over-optimisation
+        self._flagged: set[str] = set()  # domains the watch fired on at the last step judged (warn once per firing)
 
     def _bind_run(self, data_fingerprint: str) -> None:
         self.data_fingerprint = data_fingerprint
@@ -355,6 +367,16 @@ class GRPOTrainer:
         _check_prompt_room(self.config, registry)
         data = self._load_rows(registry)
         state = self.load_state()
+        stopped = state.get("stopped")
+        if stopped and self.config.reward_hacking == "stop":
+            self.log(f"run {self.run_name} was stopped after step {stopped['step']} for reward hacking "
+                     f"({', '.join(stopped['domains'])}): nothing to do; to train on regardless, set "
+                     "`reward_hacking: warn` in the recipe")
+            return self._result(state, resumed_from=state["step"], sources=state.get("sources", {}), seconds=0.0)
+        if stopped:
+            self.log(f"run {self.run_name} was stopped after step {stopped['step']} for reward hacking "
+                     f"({', '.join(stopped['domains'])}); continuing it under reward_hacking: warn")
+            state.setdefault("stops", []).append(state.pop("stopped"))
         if state["step"] >= self.config.max_steps and state["checkpoints"]:
             self.log(f"run {self.run_name} already finished {state['step']} steps on these rows "
                      f"(data {self.data_fingerprint}): nothing to do")
@@ -430,10 +452,16 @@ class GRPOTrainer:
             raise ValueError(f"terminal-agent domains {', '.join(learned_episodes)} declare a learned reward: episodes "
                              "are rewarded by their hidden tests only; remove learned_reward to train on them")
         learned = {name: LearnedRewardScorer.from_gated(gated) for name, gated in data.reward_models.items()}
+        self._learned_domains = sorted(learned)
         if learned and self.rank == 0:
             self.log("learned rewards: " + ", ".join(f"{name} by reward model {g['reward_model']} (gate check "
                                                      f"{g['gate_check']} passed, weight {g['weight']})"
                                                      for name, g in data.reward_models.items()))
+            self.log(f"reward-hacking watch ({cfg.reward_hacking}): a learned reward rising while the verifier falls "
+                     f"by >= {cfg.reward_hacking_min_change:g} over {cfg.reward_hacking_window} steps is flagged"
+                     + (" and ends the run" if cfg.reward_hacking == "stop" else "")
+                     + ("" if cfg.max_steps >= cfg.reward_hacking_window else
+                        f"; this run has {cfg.max_steps} steps, fewer than the window: no verdict"))
         composer = RewardComposer(cfg, self._domains, learned)  # a reward model loads on its first batch
         start_step = int(state["step"])
         engine, rollout_model, ref_model = self._models(start_step)
@@ -541,18 +569,31 @@ class GRPOTrainer:
     def _run_steps(self, session: TrainingSession) -> str:
         """Steps from ``start_step`` to ``max_steps``, saving on schedule and after the last one.
         Returns how the MLflow run ends: FINISHED, or KILLED when ``stop_after`` cut the loop
-        short as a kill would (no save)."""
+        short as a kill would (no save), or :data:`STOPPED_STATUS` when ``reward_hacking: stop`` ended
+        it after the step the watch fired on (saved, with the reason in the run state and MLflow)."""
         cfg = self.config
         bar = self._progress_bar(session.start_step)
         try:
             for step in range(session.start_step, cfg.max_steps):
                 if self.stop_after is not None and step - session.start_step >= self.stop_after:
                     return "KILLED"
-                self._record_step(step, self._step(step, session), session, bar)
+                rows = self._step(step, session)
+                fired = self._watch(step, rows, session)
+                self._record_step(step, rows, session, bar)
+                stop = bool(self._broadcast(bool(fired) and cfg.reward_hacking == "stop"))  # rank 0 decides
+                if stop:
+                    session.state["stopped"] = self._stop_record(step + 1, fired, session)
                 out_of_time = self._out_of_time(session.started)
-                if step + 1 == cfg.max_steps or out_of_time or (cfg.save_steps and (step + 1) % cfg.save_steps == 0):
+                if (step + 1 == cfg.max_steps or out_of_time or stop
+                        or (cfg.save_steps and (step + 1) % cfg.save_steps == 0)):
                     session.state["sampler"] = session.mixture.state_dict()  # saved with the checkpoint
                     self._save(step + 1, session.engine, session.state)
+                if stop:
+                    if self.rank == 0:
+                        self.log(f"stopped after step {step + 1} (reward_hacking: stop): the checkpoint of this step "
+                                 "is saved; look at the learned reward against the verifier on the training page "
+                                 "before using it; to train on regardless, set `reward_hacking: warn` and rerun")
+                    return STOPPED_STATUS
                 if out_of_time:
                     if self.rank == 0:
                         self.log(f"time budget of {self.time_budget_s:.0f} s used: stopped after step {step + 1}")
@@ -561,6 +602,50 @@ class GRPOTrainer:
         finally:
             if bar is not None:
                 bar.close()
+
+    def _watch(self, step: int, rows: list[dict], session: TrainingSession) -> list:
+        """The proxy over-optimisation watch (:mod:`training.overoptimisation`) of every domain with a
+        learned reward, on the run's history through this step: marks each of ``rows`` (column
+        ``reward_hacking``: 1.0 fired, 0.0 judged and did not, None no verdict yet) and, on rank 0,
+        flags a firing in MLflow (tags ``assay.reward_hacking``, ``assay.reward_hacking.<domain>`` with
+        the evidence; the metric follows from the row) and the log. Returns the verdicts that fired."""
+        from training.overoptimisation import watch
+
+        cfg = self.config
+        history = [*session.state["history"], *rows]
+        fired = []
+        for row in rows:
+            if row["domain"] == ALL or row["domain"] not in self._learned_domains:
+                continue
+            verdict = watch(history, row["domain"], window=cfg.reward_hacking_window,
+                            min_change=cfg.reward_hacking_min_change)
+            row[REWARD_HACKING] = None if verdict is None else float(verdict.fired)
+            if verdict is None or not verdict.fired:
+                self._flagged.discard(row["domain"])
+                continue
+            fired.append(verdict)
+            if self.rank != 0:
+                continue
+            if session.tracker is not None:
+                flagged = sorted({*session.state.get("reward_hacking_flagged", []), verdict.domain})
+                session.state["reward_hacking_flagged"] = flagged
+                session.tracker.set_tags({"assay.reward_hacking": ",".join(flagged),
+                                          f"assay.reward_hacking.{verdict.domain}": json.dumps(verdict.evidence())})
+            if verdict.domain not in self._flagged:
+                self.log(f"WARNING: reward hacking suspected at step {step + 1}: {verdict.describe()}"
+                         + (" -- stopping the run (reward_hacking: stop)" if cfg.reward_hacking == "stop" else
+                            " -- training on (reward_hacking: warn)"))
+            self._flagged.add(verdict.domain)
+        return fired
+
+    def _stop_record(self, step: int, fired: list, session: TrainingSession) -> dict:
+        """Why the run stops (kept in the run state, tagged on the MLflow run)."""
+        record = {"reason": "reward_hacking", "step": step, "domains": sorted(v.domain for v in fired),
+                  "evidence": {v.domain: v.evidence() for v in fired}}
+        if session.tracker is not None:
+            session.tracker.set_tags({"assay.stopped": "reward_hacking", "assay.stopped_step": str(step),
+                                      "assay.stop_reason": "; ".join(v.describe() for v in fired)[:4000]})
+        return record
 
     def _record_step(self, step: int, rows: list[dict], session: TrainingSession, bar) -> None:
         """A finished step's history rows: into the run state, MLflow and the progress bar."""
@@ -931,6 +1016,7 @@ class GRPOTrainer:
                 **step_signals([r.text for r in mine], [str(r.row.get("prompt") or "") for r in mine],
                                [r.reward for r in mine]),
                 **_learned_signals(mine),
+                REWARD_HACKING: None,  # set by _watch for a domain with a learned reward
                 **(self._step_extras() if domain == ALL else {}),
             })
         return rows
@@ -1012,7 +1098,7 @@ class GRPOTrainer:
                            checkpoint=last["checkpoint"], checkpoint_path=last["path"], history=history,
                            steps_done=int(state["step"]), resumed_from=resumed_from, data_sources=dict(sources),
                            seconds=seconds, data_fingerprint=state.get("data_fingerprint") or self.data_fingerprint,
-                           data=dict(state.get("data", {})))
+                           data=dict(state.get("data", {})), stopped=state.get("stopped"))
 
 
 def _check_prompt_room(cfg: GRPOConfig, registry) -> None:
