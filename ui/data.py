@@ -317,7 +317,7 @@ def mlflow_run(home: str, run_id: str) -> dict:
     return {
         "run_id": run_id, "name": run.info.run_name, "status": run.info.status,
         "experiment_id": run.info.experiment_id, "params": dict(run.data.params),
-        "metrics": dict(run.data.metrics),
+        "metrics": dict(run.data.metrics), "tags": dict(run.data.tags),
         "url": tracking.run_url(run.info.experiment_id, run_id),
         "start": datetime.fromtimestamp(run.info.start_time / 1000, timezone.utc).isoformat(timespec="seconds")
         if run.info.start_time else None,

@@ -649,9 +649,11 @@ def training_runs(con) -> pl.DataFrame:
         FROM training_history GROUP BY run_id ORDER BY last_at DESC""")
 
 
-# training_history columns added since its first contract (reward-hacking signals): absent in
-# lakes written before, read as nulls
+# training_history columns added since its first contract (reward-hacking signals), then since those
+# (a learned reward's mean, the verifier's beside it and the over-optimisation watch): absent in lakes
+# written before, read as nulls
 TRAINING_LATER_COLUMNS = ("multi_answer_share", "prompt_copy_share", "prompt_copy_reward")
+TRAINING_LEARNED_COLUMNS = ("learned_mean", "score_mean", "reward_hacking")
 TRAINING_CURVE_COLUMNS = ("step", "domain", "reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac",
                           "entropy", "zero_var_frac", "tokens_per_s", "created_at")
 # a domain's hacking share "rises" when its mean over the run's last third of steps exceeds its mean
@@ -667,12 +669,14 @@ def training_curves(con, run_id: str) -> pl.DataFrame:
     if not has_view(con, "training_history"):
         return pl.DataFrame()
     query = "SELECT {} FROM training_history WHERE run_id = $1 ORDER BY step, domain"
+    later = (*TRAINING_LATER_COLUMNS, *TRAINING_LEARNED_COLUMNS)
     try:  # named: a view bound by an old first file fails here and is rebound by name (LakeViews)
-        frame = _frame(con, query.format(", ".join((*TRAINING_CURVE_COLUMNS, *TRAINING_LATER_COLUMNS))), [run_id])
-    except duckdb.BinderException:  # no file of the lake has them: written before they existed
-        frame = _frame(con, query.format(", ".join(TRAINING_CURVE_COLUMNS)), [run_id])
-    return frame.with_columns([pl.lit(None, pl.Float64).alias(name) for name in TRAINING_LATER_COLUMNS
-                               if name not in frame.columns])
+        frame = _frame(con, query.format(", ".join((*TRAINING_CURVE_COLUMNS, *later))), [run_id])
+    except duckdb.BinderException:  # no file of the lake has some of them: written before they existed
+        present = set(_frame(con, "SELECT * FROM training_history LIMIT 0").columns)  # bound by name by now
+        frame = _frame(con, query.format(", ".join((*TRAINING_CURVE_COLUMNS,
+                                                    *(name for name in later if name in present)))), [run_id])
+    return frame.with_columns([pl.lit(None, pl.Float64).alias(name) for name in later if name not in frame.columns])
 
 
 def rising_shares(curves: pl.DataFrame, metric: str, threshold: float = RISING_SHARE_THRESHOLD) -> pl.DataFrame:
@@ -694,6 +698,24 @@ def rising_shares(curves: pl.DataFrame, metric: str, threshold: float = RISING_S
     frame = pl.DataFrame(out, schema={"domain": pl.Utf8, "first": pl.Float64, "last": pl.Float64,
                                       "rise": pl.Float64, "steps": pl.Int64})
     return frame.sort("rise", descending=True)
+
+
+def overoptimised_domains(curves: pl.DataFrame) -> pl.DataFrame:
+    """Domains the trainer's reward-hacking watch (training.overoptimisation) flagged in a run: its
+    learned reward rising while the verifier fell over the trailing window ending at a step (column
+    ``reward_hacking`` 1). Columns domain, first_step, last_step (the first and last flagged steps),
+    flagged_steps, judged_steps (steps with a verdict); domains without a flag are left out."""
+    schema = {"domain": pl.Utf8, "first_step": pl.Int64, "last_step": pl.Int64, "flagged_steps": pl.UInt32,
+              "judged_steps": pl.UInt32}
+    if "reward_hacking" not in curves.columns or not curves.height:
+        return pl.DataFrame(schema=schema)
+    judged = curves.filter((pl.col("domain") != "_all") & pl.col("reward_hacking").is_not_null())
+    out = judged.group_by("domain").agg(
+        pl.col("step").filter(pl.col("reward_hacking") >= 1).min().alias("first_step"),
+        pl.col("step").filter(pl.col("reward_hacking") >= 1).max().alias("last_step"),
+        (pl.col("reward_hacking") >= 1).sum().alias("flagged_steps"),
+        pl.len().alias("judged_steps"))
+    return out.filter(pl.col("flagged_steps") > 0).sort("first_step", "domain").cast(schema)
 
 
 def lake_domains(con, views: Sequence[str] = ("regression",)) -> list[str]:

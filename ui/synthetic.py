@@ -448,7 +448,12 @@ def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: 
                    # only the second domain has prompt copies, paid a little
                    "multi_answer_share": (0.05 * step if d == trained[0] else 0.02),
                    "prompt_copy_share": (0.1 if len(trained) > 1 and d == trained[1] else 0.0),
-                   "prompt_copy_reward": (0.25 if len(trained) > 1 and d == trained[1] else None)}
+                   "prompt_copy_reward": (0.25 if len(trained) > 1 and d == trained[1] else None),
+                   # a learned reward on the third trained domain, invented figures: it rises while
+                   # the verifier falls; the watch judges from step 4 and flags from step 5
+                   **({"learned_mean": 0.5 + 0.04 * step, "score_mean": 0.6 - 0.04 * step,
+                       "reward_hacking": None if step < 4 else float(step >= 5)}
+                      if len(trained) > 2 and d == trained[2] else {})}
             rows.append(row)
             if d == "_all":
                 tracker.log_metrics(step, {k: row[k] for k in ("reward_mean", "kl", "accuracy", "zero_var_frac",

@@ -109,8 +109,26 @@ def test_training_page_links_the_mlflow_run(lake_env):
     assert metrics["Zero-variance groups (last step)"].endswith("%")
     link = " ".join(m.value for m in at.markdown)
     assert "synth-grpo" in link and f"/runs/{lake_env['run_id']})" in link
-    # reward, accuracy, KL, zero-variance, tokens/s; hedging share, prompt-copy share and copy reward
-    assert len(at.get("vega_lite_chart")) == 8
+    # reward, accuracy, KL, zero-variance, tokens/s; hedging share, prompt-copy share and copy reward;
+    # the learned reward against the verifier (the synthetic run's third domain has one)
+    assert len(at.get("vega_lite_chart")) == 9
+
+
+def test_training_page_flags_a_learned_reward_rising_while_its_verifier_falls(lake_env):
+    """The synthetic run's third trained domain has a learned reward that rises while the verifier
+    falls, flagged by the trainer's watch from step 5 (ui.synthetic): warned, with the rule; no
+    other domain is."""
+    history = Lake.at(lake_env["home"]).read("training_history")
+    learned = sorted(set(history.filter(pl.col("learned_mean").is_not_null())["domain"]))
+    assert len(learned) == 1
+    at = _open("training")
+    assert any(m.value == "**Learned reward against the verifier**" for m in at.markdown)
+    warnings = [w.value for w in at.warning if "proxy over-optimisation" in w.value]
+    assert warnings == [f"{learned[0]}: the learned reward rose while the verifier fell (proxy over-optimisation), "
+                        "flagged at 2 of 3 judged steps, first at step 5, last at step 6: the policy may be gaming "
+                        "its reward model; sweep the checkpoints before the first flag."], warnings
+    assert any("reward_hacking_window" in c.value and "|t| >= 2" in c.value for c in at.caption)
+    assert not at.error  # a warn run: not stopped
 
 
 def test_training_page_flags_a_rising_reward_hacking_share(lake_env):

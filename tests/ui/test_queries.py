@@ -189,6 +189,30 @@ def test_training_curves_read_the_hacking_signals_and_nulls_from_an_older_lake(a
     assert Q.training_curves(con, "r1-old")["multi_answer_share"].to_list() == [None]
 
 
+def test_training_curves_read_the_learned_reward_columns_beside_a_lake_that_predates_them(assay_home):
+    """A lake with the hacking signals but not the learned-reward columns (runs before the watch):
+    the signals still come back, the learned columns as nulls; a newer run's values come back as written."""
+    lake = Lake.at(assay_home)
+    frame = T.conform(pl.DataFrame([{"run_id": "r1-signals", "created_at": "2026-11-01T00:00:00+00:00", "step": 1,
+                                     "domain": "a", "reward_mean": 0.5, "multi_answer_share": 0.25}]),
+                      T.TRAINING_HISTORY).drop(*Q.TRAINING_LEARNED_COLUMNS)
+    lake.write_batch("training_history", {"run": "r1-signals"}, {"part": frame})
+    signals = Q.training_curves(Q.open_views(lake, ["training_history"]), "r1-signals")
+    assert signals["multi_answer_share"].to_list() == [0.25]
+    assert all(signals[c].is_null().all() for c in Q.TRAINING_LEARNED_COLUMNS)
+    _history(lake, "r2-learned", [{"step": s, "domain": "essays", "reward_mean": 0.5, "learned_mean": 0.5 + 0.1 * s,
+                                   "score_mean": 0.5 - 0.1 * s, "reward_hacking": (None if s < 2 else float(s >= 3))}
+                                  for s in (1, 2, 3, 4)] + [{"step": 4, "domain": "_all", "reward_mean": 0.5}])
+    curves = Q.training_curves(Q.open_views(lake, ["training_history"]), "r2-learned")
+    essays = curves.filter(pl.col("domain") == "essays")
+    assert essays["learned_mean"].to_list() == pytest.approx([0.6, 0.7, 0.8, 0.9])
+    assert essays["reward_hacking"].to_list() == [None, 0.0, 1.0, 1.0]
+    flagged = Q.overoptimised_domains(curves)
+    assert flagged.rows(named=True) == [{"domain": "essays", "first_step": 3, "last_step": 4, "flagged_steps": 2,
+                                         "judged_steps": 3}]
+    assert Q.overoptimised_domains(signals).height == 0  # judged nowhere: nothing flagged
+
+
 def test_rising_shares_compare_the_last_third_of_steps_with_the_first():
     def series(domain, values):
         return [{"step": s, "domain": domain, "multi_answer_share": v} for s, v in enumerate(values, 1)]

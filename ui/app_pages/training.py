@@ -106,3 +106,30 @@ else:
                                               "mean reward units"), width="stretch")
     else:
         st.caption("No rollout copied its prompt in the chosen domains: no copy reward to show.")
+
+learned = per_domain.filter(pl.col("learned_mean").is_not_null())
+if learned.height:
+    st.markdown("**Learned reward against the verifier**")
+    st.caption("Per domain rewarded by a reward model and step: the reward model's mean reward (sigmoid, 0-1) "
+               "and the verifier's mean score on the same rollouts, the gold signal. The trainer flags proxy "
+               "over-optimisation when, over its trailing window of steps (recipe reward_hacking_window), the "
+               "least-squares slope of the learned reward rises and the verifier's falls, each by at least "
+               "reward_hacking_min_change with |t| >= 2 (training.overoptimisation); reward_hacking: stop ends "
+               "the run there.")
+    tags = run.get("tags", {}) if "error" not in run else {}
+    if tags.get("assay.stopped") == "reward_hacking":
+        st.error(f"This run was stopped after step {tags.get('assay.stopped_step', '?')} for reward hacking "
+                 "(reward_hacking: stop); that step's checkpoint is saved. "
+                 f"{tags.get('assay.stop_reason', '')}")
+    for row in Q.overoptimised_domains(curves).iter_rows(named=True):
+        st.warning(f"{row['domain']}: the learned reward rose while the verifier fell (proxy over-optimisation), "
+                   f"flagged at {row['flagged_steps']} of {row['judged_steps']} judged steps, first at step "
+                   f"{row['first_step']}, last at step {row['last_step']}: the policy may be gaming its reward "
+                   "model; sweep the checkpoints before the first flag.")
+    pairs = pl.concat([learned.select("step", pl.concat_str(pl.col("domain"), pl.lit(" · learned")).alias("domain"),
+                                      pl.col("learned_mean").alias("mean")),
+                       learned.filter(pl.col("score_mean").is_not_null())
+                       .select("step", pl.concat_str(pl.col("domain"), pl.lit(" · verifier")).alias("domain"),
+                               pl.col("score_mean").alias("mean"))])
+    st.altair_chart(charts.training_curve(pairs, "mean", "Learned reward and verifier", "mean reward units, 0-1"),
+                    width="stretch")
