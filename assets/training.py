@@ -52,7 +52,8 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
     try:
         result = train_in_subprocess(lake.lake().home, recipe, domains=config.domains, steps=config.steps,
                                      seed=config.seed, nproc=config.nproc, backend=config.backend,
-                                     threads_per_process=config.threads_per_process, log=context.log.info)
+                                     threads_per_process=config.threads_per_process, log=context.log.info,
+                                     reward_hacking=config.reward_hacking)
     except TrainingProcessError as exc:
         raise dg.Failure(exc.reason, metadata={
             "stderr_tail": dg.MetadataValue.md("```\n" + "\n".join(exc.tail) + "\n```")}) from None
@@ -74,6 +75,8 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
         "final_reward": dg.MetadataValue.json(final),
         "history": dg.MetadataValue.md(_history_table(result["history"])),
         "seconds": result["seconds"],
+        # reward_hacking: stop ended the run before its steps: why, with the watch's evidence
+        **({"stopped": dg.MetadataValue.json(result["stopped"])} if result.get("stopped") else {}),
         **({"pass_rates": dg.MetadataValue.json(pass_rates)} if pass_rates else {}),
     })
 

@@ -27,15 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from generation.device import DeviceChoice
 from generation.contract import Backend
 from training.losses import ImportanceSamplingMode, LossType, ScaleRewards
-from training.overoptimisation import MIN_WINDOW
+from training.overoptimisation import MIN_WINDOW, REWARD_HACKING_MODES
 from generation.vllm_engine import VllmSettings
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 REWARD_COMPONENTS = ("score", "format", "length")
 # what the trainer does when a domain's learned reward rises while its verifier falls
-# (training.overoptimisation): warn = flag it (MLflow, log, dashboard) and train on; stop = flag it and
-# end the run after saving that step's checkpoint
-REWARD_HACKING_MODES = ("warn", "stop")
+# (training.overoptimisation.REWARD_HACKING_MODES)
 RewardHackingMode = Literal["warn", "stop"]
 
 
@@ -396,6 +394,10 @@ class TrainRequest(BaseModel):
     seed: int | None = Field(None, description="seed for data order, sampling and init (unset: the recipe's)")
     backend: Literal["", "torch", "vllm", "vllm-server", "auto"] = Field(
         "", description="rollout engine (the recipe's rollout.backend; empty: the recipe's own)")
+    reward_hacking: Literal["", "warn", "stop"] = Field(
+        "", description="the recipe's reward_hacking (empty: the recipe's own): domains with a learned reward, when "
+                        "the reward model's mean rises while the verifier's falls, warn flags it and trains on, stop "
+                        "flags it and ends the run after saving that step's checkpoint")
     nproc: int = Field(1, description="processes (ranks); more than one runs under torchrun with gloo on CPU")
     threads_per_process: int = Field(2, description="OMP_NUM_THREADS for each rank (without it CPU training runs "
                                                     "10-50x slower)")

@@ -43,6 +43,9 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 MIN_WINDOW = 4
+# what the trainer does when the watch fires (GRPOConfig.reward_hacking): warn = flag it (MLflow, log,
+# dashboard) and train on; stop = flag it and end the run after saving that step's checkpoint
+REWARD_HACKING_MODES = ("warn", "stop")
 T_MIN = 2.0  # |slope / standard error| a trend needs to count (about p < 0.05 one-sided at 6 df)
 
 

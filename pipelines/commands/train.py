@@ -14,6 +14,7 @@ import sys
 
 from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit, with_examples
 from generation.contract import BACKENDS
+from training.overoptimisation import REWARD_HACKING_MODES
 
 
 def register(subparsers) -> None:
@@ -49,6 +50,11 @@ def register(subparsers) -> None:
                              "torch, vllm (one in-process engine, the policy's weights loaded into it after every "
                              "optimizer step, importance-sampling correction on) or auto (vLLM where installed, "
                              "serving the model and measured faster)")
+    parser.add_argument("--reward-hacking", choices=REWARD_HACKING_MODES, default=None,
+                        help="the recipe's reward_hacking (default: the recipe's, warn unless it says): for domains "
+                             "with a learned reward, when the reward model's mean rises while the verifier's falls "
+                             "over the recipe's reward_hacking_window steps, warn flags it (MLflow, log, dashboard) "
+                             "and trains on; stop flags it and ends the run after saving that step's checkpoint")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="stop after the step that crosses this wall time, with a checkpoint; rerun to continue")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -95,7 +101,8 @@ def run_train(args: argparse.Namespace) -> int:
                        "same step): use --steps, and rerun the same command to continue")
     try:
         config = load_recipe(args.recipe, domains=domains, max_steps=args.steps, seed=args.seed,
-                             run_name=args.run_name, rollout={"backend": args.backend} if args.backend else None)
+                             run_name=args.run_name, rollout={"backend": args.backend} if args.backend else None,
+                             reward_hacking=args.reward_hacking)
     except RecipeError as exc:
         raise CliError(str(exc)) from None
     registry = get_registry()
@@ -153,6 +160,9 @@ def run_train(args: argparse.Namespace) -> int:
         lines = [*p["notes"], f"run {p['run_name']}: {p['steps']} steps (resumed from step {p['resumed_from']}), "
                  f"{p['seconds']} s", f"checkpoint {p['checkpoint']} at {p['checkpoint_path']}",
                  f"MLflow run {p['mlflow_run_id']}"]
+        if p.get("stopped"):
+            lines.append(f"STOPPED after step {p['stopped']['step']} for reward hacking "
+                         f"({', '.join(p['stopped']['domains'])}): rerun with --reward-hacking warn to train on")
         last: dict[str, dict] = {}
         for row in p["history"]:
             last[row["domain"]] = row
@@ -195,7 +205,8 @@ def _launches(args: argparse.Namespace, domains: list[str] | None, output: str |
         hostfile = read_hostfile(args.hostfile)
         launches = node_launches(hostfile, args.recipe, port=args.rdzv_port, output=output, domains=domains or (),
                                  steps=args.steps, seed=args.seed, run_name=args.run_name,
-                                 require_train_set=False, backend=args.backend or "")
+                                 require_train_set=False, backend=args.backend or "",
+                                 reward_hacking=args.reward_hacking or "")
     except HostfileError as exc:
         raise CliError(str(exc)) from None
     if args.node_rank is not None and not 0 <= args.node_rank < len(launches):
@@ -283,7 +294,10 @@ def _train_on_nodes(args: argparse.Namespace, config, domains: list[str] | None,
         return "\n".join([f"run {p['run_name']}: {p['steps']} steps on {p['world_size']} ranks "
                           f"(resumed from step {p['resumed_from']}), {p['seconds']} s",
                           f"checkpoint {p['checkpoint']} at {p['checkpoint_path']}",
-                          f"MLflow run {p['mlflow_run_id']}"])
+                          f"MLflow run {p['mlflow_run_id']}",
+                          *([f"STOPPED after step {p['stopped']['step']} for reward hacking "
+                             f"({', '.join(p['stopped']['domains'])}): rerun with --reward-hacking warn to train on"]
+                            if p.get("stopped") else [])])
 
     emit(args, payload, human)
     return EXIT_OK

@@ -124,3 +124,31 @@ def test_the_recipe_fields_are_validated_with_the_fix():
     for bad in (0, 1.5, "a lot"):
         with pytest.raises(RecipeError, match=r"reward_hacking_min_change must be a number in \(0, 1\]"):
             load_recipe("tiny", reward_hacking_min_change=bad)
+
+
+def test_the_mode_reaches_a_training_process_from_the_cli_and_the_dagster_config():
+    from pydantic import ValidationError
+
+    from training.config import TrainRequest
+    from training.launch import run_grpo_args, training_command
+    from training.run_grpo import _apply_set
+
+    args = run_grpo_args("tiny", reward_hacking="stop")
+    assert args[-2:] == ["--set", "reward_hacking=stop"]
+    assert "reward_hacking=" not in " ".join(run_grpo_args("tiny"))  # unset: the recipe's own
+    assert training_command("tiny", "/tmp/r.json", reward_hacking="warn")[-2:] == ["--set", "reward_hacking=warn"]
+    data: dict = {}
+    _apply_set(data, "reward_hacking=stop")
+    assert load_recipe("tiny", **data).reward_hacking == "stop"
+    assert TrainRequest(reward_hacking="stop").reward_hacking == "stop" and TrainRequest().reward_hacking == ""
+    with pytest.raises(ValidationError):
+        TrainRequest(reward_hacking="halt")
+
+
+def test_assay_train_has_the_flag_and_refuses_an_unknown_mode(tmp_path):
+    from tests.conftest import run_cli
+
+    help_text = run_cli("train", "--help").stdout
+    assert "--reward-hacking {warn,stop}" in help_text
+    bad = run_cli("train", "--reward-hacking", "halt", env={"ASSAY_HOME": str(tmp_path)})
+    assert bad.returncode == 2 and "invalid choice: 'halt'" in bad.stderr
