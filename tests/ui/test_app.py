@@ -166,6 +166,37 @@ def test_training_page_renders_a_run_recorded_before_the_hacking_signals(tmp_pat
     assert len(at.get("vega_lite_chart")) == 3  # reward, accuracy, zero-variance; no signal charts of nulls
 
 
+def test_training_page_says_when_the_watch_stopped_the_run(tmp_path, monkeypatch, empty_mlflow_db):
+    """A run that reward_hacking: stop ended (MLflow status KILLED, the trainer's stop tags): the page
+    says so, with the reason, beside the flagged domain's warning."""
+    import shutil
+
+    from storage import tables as T
+    from storage.tracking import Tracker
+
+    home = tmp_path / "stopped_home"
+    home.mkdir()
+    shutil.copy(empty_mlflow_db, home / "mlflow.db")
+    lake = Lake.at(home)
+    tracker = Tracker(lake.mlflow_uri, str(lake.mlflow_artifacts))
+    run_id = tracker.start("hacked", tags={"assay.stopped": "reward_hacking", "assay.stopped_step": "5",
+                                           "assay.stop_reason": "essays: proxy over-optimisation over steps 2-5"})
+    tracker.finish("KILLED")
+    rows = [{"run_id": run_id, "step": s, "domain": d, "reward_mean": 0.5, "accuracy": 0.5, "zero_var_frac": 0.1,
+             "created_at": f"2026-11-01T00:0{s}:00", "multi_answer_share": 0.0, "prompt_copy_share": 0.0,
+             **({"learned_mean": 0.5 + 0.1 * s, "score_mean": 0.6 - 0.1 * s,
+                 "reward_hacking": None if s < 4 else float(s == 5)} if d == "essays" else {})}
+            for s in range(1, 6) for d in ("_all", "essays")]
+    lake.write_batch("training_history", {"run": run_id}, {"part": T.conform(pl.DataFrame(rows), T.TRAINING_HISTORY)})
+    monkeypatch.setenv("ASSAY_HOME", str(home))
+    at = _open("training")
+    assert [e.value for e in at.error] == ["This run was stopped after step 5 for reward hacking (reward_hacking: "
+                                           "stop); that step's checkpoint is saved. essays: proxy over-optimisation "
+                                           "over steps 2-5"]
+    assert any(w.value.startswith("essays: the learned reward rose while the verifier fell") and
+               "flagged at 1 of 2 judged steps, first at step 5" in w.value for w in at.warning)
+
+
 def test_regressions_page_marks_protected_domains(lake_env):
     at = _open("regressions")
     table = at.dataframe[0].value
