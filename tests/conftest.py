@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -62,6 +64,65 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeou
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True,
                           text=True, env=full_env, cwd=cwd or REPO, timeout=timeout)
+
+
+# The README's smoke run, exactly as README.md writes it (run from the repository root).
+SMOKE_RUN = ".venv/bin/assay demo --recipe tiny --domains math_arith_easy --steps 2 --sweep-items 3"
+
+
+def user_shell(home: Path) -> dict:
+    """The environment of a user's shell: `assay` on PATH, ``home`` as ASSAY_HOME, nothing this
+    test process set for itself (ASSAY_/DAGSTER_/MLFLOW_ variables, DS_ACCELERATOR)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_", "DAGSTER_", "MLFLOW_"))
+           and k != "DS_ACCELERATOR"}
+    env.update(ASSAY_HOME=str(home), PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    return env
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    """The README's smoke run, done once per test session in its own ASSAY_HOME: what it printed,
+    and the Dagster runs its instance held right after it (later tests may add more)."""
+
+    home: Path
+    env: dict
+    returncode: int
+    stdout: str
+    stderr: str
+    runs: tuple[tuple[str, str], ...]  # (job name, status name) of each run in the instance
+
+
+def _run_smoke(home: Path) -> dict:
+    import subprocess
+
+    import dagster as dg
+
+    out = subprocess.run(["bash", "-c", SMOKE_RUN], cwd=REPO, env=user_shell(home), capture_output=True, text=True,
+                         timeout=900)
+    runs = []
+    if (home / "dagster").is_dir():
+        with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+            runs = [(r.job_name, r.status.name) for r in instance.get_runs()]
+    return {"returncode": out.returncode, "stdout": out.stdout, "stderr": out.stderr, "runs": runs}
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory, worker_id) -> SmokeRun:
+    """The README's smoke run, shared by every test that checks it (the README's commands, the
+    --help examples, the demo's console and event log): one run per session, not one per test
+    module, whichever xdist worker gets there first (the others wait for it under a file lock).
+    Tests that add to its home (the --help examples) run after it; the rest only read."""
+    import filelock
+
+    # xdist's workers share the parent of their basetemp; without xdist the basetemp is ours
+    root = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    home, record = root / "smoke_home", root / "smoke_run.json"
+    with filelock.FileLock(str(root / "smoke_run.lock")):
+        if not record.exists():
+            record.write_text(json.dumps(_run_smoke(home)))
+    done = json.loads(record.read_text())
+    return SmokeRun(home=home, env=user_shell(home), returncode=done["returncode"], stdout=done["stdout"],
+                    stderr=done["stderr"], runs=tuple(tuple(r) for r in done["runs"]))
 
 
 @pytest.fixture(autouse=True)

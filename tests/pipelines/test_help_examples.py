@@ -4,7 +4,8 @@ starts and answers on the address printed beside it (issue 32).
 
 Examples are registered with :func:`pipelines.cli.with_examples`, which is what shows them in the
 help text; the test walks the real parser, so a new example is run without touching this file.
-They run in one fresh ASSAY_HOME after the README's smoke run (the first demo example), from a
+They run in the home of the README's smoke run (the first demo example; the session runs it once for
+every test that checks it, tests/conftest.py's smoke_run), from a
 working folder holding a copy of two shipped terminal tasks as the user's ``./my_tasks``.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import build_parser
+from tests.conftest import SMOKE_RUN as CONFTEST_SMOKE_RUN
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_RUN = "assay demo --recipe tiny --domains math_arith_easy --steps 2 --sweep-items 3"
@@ -64,15 +66,13 @@ def test_examples_are_registered_shown_and_cover_the_commands():
 
 
 @pytest.fixture(scope="module")
-def user(tmp_path_factory) -> dict:
-    """A user's shell: `assay` and `mlflow` on PATH, a fresh ASSAY_HOME, a working folder with a task suite."""
-    home, work = tmp_path_factory.mktemp("home"), tmp_path_factory.mktemp("work")
+def user(tmp_path_factory, smoke_run) -> dict:
+    """A user's shell after the README's smoke run (the session's shared one: its home, `assay` and
+    `mlflow` on PATH), in a working folder holding a task suite."""
+    work = tmp_path_factory.mktemp("work")
     for task in ("count_lines", "create_hello_file"):
         shutil.copytree(REPO / "domains" / "builtin" / "terminal_tasks" / task, work / "my_tasks" / task)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_", "DAGSTER_", "MLFLOW_"))
-           and k != "DS_ACCELERATOR"}
-    env.update(ASSAY_HOME=str(home), PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
-    return {"env": env, "cwd": work}
+    return {"env": smoke_run.env, "cwd": work, "smoke": smoke_run}
 
 
 def run(command: str, user: dict, *, cwd: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -124,6 +124,11 @@ def test_every_help_example_and_every_next_step_of_the_demo_runs_as_written(user
     failures = []
     smoke = None
     for prog, example in EXAMPLES:
+        if example.startswith(SMOKE_RUN):
+            # the session's shared smoke run ran this exact command (from the repository root)
+            assert CONFTEST_SMOKE_RUN == ".venv/bin/" + SMOKE_RUN
+            smoke = user["smoke"]
+            continue
         started = time.monotonic()
         out = run(example, user)
         print(f"{time.monotonic() - started:5.0f} s  exit {out.returncode}  {example}")
@@ -131,8 +136,6 @@ def test_every_help_example_and_every_next_step_of_the_demo_runs_as_written(user
         # 2 is bad input, and a traceback is a crash, whatever the exit code
         if out.returncode not in (0, 1) or "Traceback" in out.stderr or not out.stdout.strip():
             failures.append(f"{example}\n  exit {out.returncode}\n{out.stderr[-1500:]}")
-        if example.startswith(SMOKE_RUN):
-            smoke = out
     assert smoke is not None and smoke.returncode == 0, smoke.stderr[-3000:] if smoke else "no smoke run"
 
     steps = where_to_look_next(smoke.stdout)

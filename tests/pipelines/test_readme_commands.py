@@ -11,21 +11,21 @@ ones that need a GPU or a cluster.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from pytest_codeblocks import extract_from_file
 
+from tests.conftest import SMOKE_RUN
+
 REPO = Path(__file__).resolve().parents[2]
 READMES = ("README.md", "deploy/README.md")
 MARKER = re.compile(r"^\s*# not run by the README test: (\S.*)$")
 
-# the README's smoke run (README.md, team-profile walk-through): run on the local profile here;
-# tests/pipelines/test_team_profile_e2e.py runs it on the team profile
+# the README's smoke run (README.md, team-profile walk-through): run on the local profile here, once
+# per session (tests/conftest.py's smoke_run); tests/pipelines/test_team_profile_e2e.py runs it on the team profile
 TINY_DEMO = ".venv/bin/assay demo --recipe tiny --domains math_arith_easy --steps 2 --sweep-items 3"
 # commands cheap enough to run here (seconds, or the tiny demo's minute); anything else needs a marker
 RUNNABLE = (
@@ -70,31 +70,16 @@ def test_every_readme_command_is_run_here_or_marked_with_a_reason():
     assert TINY_DEMO in RUN_HERE, "the README's smoke run is no longer in a bash block as written"
 
 
-@pytest.fixture(scope="module")
-def readme_home(tmp_path_factory) -> dict:
-    """A fresh ASSAY_HOME and the environment a user's shell has (``assay`` on PATH)."""
-    home = tmp_path_factory.mktemp("readme_home")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_", "DAGSTER_", "MLFLOW_"))
-           and k != "DS_ACCELERATOR"}
-    env.update(ASSAY_HOME=str(home), PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
-    return env
-
-
 def run_as_written(command: str, env: dict, timeout: int) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", command], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def tiny_demo(readme_home) -> subprocess.CompletedProcess:
-    started = time.monotonic()
-    out = run_as_written(TINY_DEMO, readme_home, timeout=900)
-    print(f"README smoke run: {time.monotonic() - started:.0f} s")
-    return out
-
-
 @pytest.mark.slow
-def test_the_readme_smoke_run_runs_every_stage_and_says_what_it_did_about_difficulty(tiny_demo):
+def test_the_readme_smoke_run_runs_every_stage_and_says_what_it_did_about_difficulty(smoke_run):
+    # the session's shared smoke run (tests/conftest.py) is the README's command, as written
+    assert SMOKE_RUN == TINY_DEMO
+    tiny_demo = smoke_run
     assert tiny_demo.returncode == 0, tiny_demo.stderr[-3000:]
     for heading in ("== 1. Ingest and quality gates", "== 2. GRPO training", "== 3. Sweep", "== 4. Promotion"):
         assert heading in tiny_demo.stdout, tiny_demo.stdout[-3000:]
@@ -107,9 +92,9 @@ def test_the_readme_smoke_run_runs_every_stage_and_says_what_it_did_about_diffic
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", [c for c in RUN_HERE if c != TINY_DEMO])
-def test_the_cheap_readme_commands_run_as_written_after_the_smoke_run(command, readme_home, tiny_demo):
-    # after the smoke run, so `assay sql` finds the tables it queries
-    assert tiny_demo.returncode == 0, tiny_demo.stderr[-2000:]
-    out = run_as_written(command, readme_home, timeout=120)
+def test_the_cheap_readme_commands_run_as_written_after_the_smoke_run(command, smoke_run):
+    # in the smoke run's home, so `assay sql` finds the tables it queries
+    assert smoke_run.returncode == 0, smoke_run.stderr[-2000:]
+    out = run_as_written(command, smoke_run.env, timeout=120)
     assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
     assert out.stdout.strip(), command
