@@ -66,6 +66,23 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeou
                           text=True, env=full_env, cwd=cwd or REPO, timeout=timeout)
 
 
+def kill_when_stalled(module: str, *args: str, env: dict | None = None) -> None:
+    """Run ``python -m module args...`` until it prints ``stalled`` (it holds work it has not
+    committed), then SIGKILL it: a writer that dies before its commit, as an OOM kill does."""
+    import signal
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=env or dict(os.environ),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline().strip()
+        assert line == "stalled", (line, child.stderr.read() if child.poll() is not None else "")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    assert child.returncode == -signal.SIGKILL
+
+
 # The README's smoke run, exactly as README.md writes it (run from the repository root).
 SMOKE_RUN = ".venv/bin/assay demo --recipe tiny --domains math_arith_easy --steps 2 --sweep-items 3"
 

@@ -7,14 +7,11 @@ Iceberg lake on PostgreSQL and moto's S3 server)."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 
 import polars as pl
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import kill_when_stalled
 from tests.evaluation.sweep_child import CHECKPOINT, EchoEngine, domains
 
 
@@ -65,15 +62,8 @@ def test_commit_seconds_zero_commits_every_batch_on_its_own(team_env, assay_home
 
 
 def _killed_child(home, names: str, stall_on: str, commit_seconds: str) -> None:
-    env = {**os.environ, "ASSAY_HOME": str(home)}
-    child = subprocess.Popen([sys.executable, "-m", "tests.evaluation.sweep_child", names, stall_on, commit_seconds],
-                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = child.stdout.readline().strip()
-        assert line == "stalled", (line, child.stderr.read() if child.poll() is not None else "")
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.communicate()
+    kill_when_stalled("tests.evaluation.sweep_child", names, stall_on, commit_seconds,
+                      env={**os.environ, "ASSAY_HOME": str(home)})
 
 
 def test_a_sweep_killed_while_holding_several_domains_shows_none_of_them_and_resumes(assay_home):

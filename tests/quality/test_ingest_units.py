@@ -7,15 +7,10 @@ folders, or the team profile's Iceberg lake on PostgreSQL and moto's S3 server).
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
 import polars as pl
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import kill_when_stalled
 from tests.quality.ingest_child import TRAIN_N, domains
 
 
@@ -96,16 +91,7 @@ def test_a_team_ingest_of_several_domains_is_one_commit_of_the_ingest_table(team
 
 
 def _killed_child(names: str, stall_on: str) -> None:
-    child = subprocess.Popen([sys.executable, "-m", "tests.quality.ingest_child", names, stall_on],
-                             cwd=REPO, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-    try:
-        line = child.stdout.readline().strip()
-        assert line == "stalled", (line, child.stderr.read() if child.poll() is not None else "")
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.communicate()
-    assert child.returncode == -signal.SIGKILL
+    kill_when_stalled("tests.quality.ingest_child", names, stall_on)
 
 
 @pytest.mark.parametrize("kind", ["local", "team"])
