@@ -32,6 +32,9 @@ The verdict is decided where that program cannot reach it (``_humaneval_checks``
 
 A batch (a GRPO step's rollouts, a sweep batch) goes to ``score_many``, the domain's batch
 scorer: the same verdicts, with the sandbox runs spread over a :class:`~sandbox.SandboxPool`.
+A program that cannot compile (most fuzz, prose and reward hacks) is scored 0.0 on the host
+without starting a sandbox, only where the host's compile() agrees with the sandbox's (the same
+grammar; see :func:`compile_failure`): the verdict is the one the sandbox would give.
 
 Threat model: the completion controls everything inside its sandbox (the harness included) and
 nothing outside it. It may inspect frames and the heap, patch builtins, exit early, print fake
@@ -46,11 +49,17 @@ cannot run at all raises (no isolation means no score, never a silent 0.0).
 
 from __future__ import annotations
 
+import __future__
 import gzip
 import importlib.util
+import io
 import json
 import random
 import re
+import sys
+import threading
+import warnings
+import weakref
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -189,13 +198,95 @@ def _judge(sample: dict, execution) -> tuple[float, str]:
     return checks.verdict(problem, results.outcomes)
 
 
+# -- the host-side compile pre-check --------------------------------------------------------------
+#
+# Most wrong completions (prose, fuzz, reward hacks) are not Python at all. The harness in the
+# sandbox compiles the program before any call, and a program that does not compile ends the run
+# with an error: 0.0. Finding that on the host costs a millisecond instead of a sandbox start
+# (~70 ms). It is exact only where the host's compile() fails exactly when the sandbox's does, so
+# it is used only when (checked once per sandbox, by a probe run in it) the sandbox's interpreter
+# has the host's grammar (same major.minor: the sandbox may run the system /usr/bin/python3, a
+# different release than this venv's; another minor version has another grammar) and the host's
+# integer-literal digit limit. (Patch releases of one minor version may raise another exception
+# for the same bad text: a null byte is a ValueError in 3.11.2, a SyntaxError in 3.11.7. That
+# does not matter: any compile failure in the sandbox scores 0.0; what must never happen is the
+# host refusing a program the sandbox would run, and patch releases do not change the grammar.)
+# The host compiles exactly what the harness compiles: the text as
+# the harness reads it back (UTF-8, universal newlines), with the harness module's __future__
+# flags (compile() inherits them there), warnings ignored (the sandbox's compile never turns a
+# warning into an error; a host running with -W error would). Only a SyntaxError counts: anything
+# else (RecursionError, MemoryError, a ValueError) is left to the sandbox, and so is a program
+# too big for the sandbox's scratch folder (that run raises instead of scoring). The sandbox's
+# availability is still required first: no isolation means no score, never a silent 0.0.
+
+_PROBE = ("import json, sys\n"
+          "print(json.dumps([sys.version_info[0], sys.version_info[1], "
+          "sys.get_int_max_str_digits() if hasattr(sys, 'get_int_max_str_digits') else None]))\n")
+_grammar_checked: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_grammar_lock = threading.Lock()
+_warnings_lock = threading.Lock()
+
+
+def _host_grammar() -> list:
+    return [sys.version_info[0], sys.version_info[1],
+            sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else None]
+
+
+def same_grammar(sandbox) -> bool:
+    """Whether ``sandbox``'s Python parses as this one does (probed once per sandbox; a probe
+    that fails turns the pre-check off, it never guesses)."""
+    with _grammar_lock:
+        if sandbox not in _grammar_checked:
+            try:
+                execution = sandbox.run_program(_PROBE, limits=scoring_limits())
+                theirs = json.loads(execution.stdout) if execution.status == "ok" else None
+            except Exception:  # noqa: BLE001 - no answer: no pre-check (the sandbox still scores)
+                theirs = None
+            _grammar_checked[sandbox] = theirs == _host_grammar()
+        return _grammar_checked[sandbox]
+
+
+@lru_cache(maxsize=1)
+def _harness_flags() -> int:
+    """The __future__ flags of the harness module, which its compile() call inherits."""
+    from sandbox import call_harness
+
+    return sum(v.compiler_flag for v in vars(call_harness).values() if isinstance(v, __future__._Feature))
+
+
+def compile_failure(request, sandbox) -> str | None:
+    """Why the harness in ``sandbox`` would fail to compile the request's program, found on the
+    host; None when it compiles, or when the host cannot be sure (then the sandbox decides)."""
+    from sandbox.call_harness import PROGRAM_FILE, SOURCE_NAME
+
+    sandbox.isolation  # raises SandboxUnavailable: without isolation there is no score at all
+    program = request.files[PROGRAM_FILE]
+    size = sum(len(v.encode() if isinstance(v, str) else v) for v in (request.source, *request.files.values()))
+    limits = request.limits or scoring_limits()
+    if size > (limits.scratch_mb << 20) // 2 or not same_grammar(sandbox):
+        return None
+    try:
+        text = io.TextIOWrapper(io.BytesIO(program.encode("utf-8")), encoding="utf-8").read()
+        with _warnings_lock, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, SOURCE_NAME, "exec", flags=_harness_flags(), dont_inherit=True)
+    except SyntaxError as exc:
+        return f"the program does not compile ({type(exc).__name__}: {exc.msg}, line {exc.lineno}): found on the host"
+    except Exception:  # noqa: BLE001 - not a grammar verdict: the sandbox decides
+        return None
+    return None
+
+
 def explain(completion: str, sample: dict) -> tuple[float, str]:
     """``score`` and the reason for it (``"passed"``, or why not), for audits and tests."""
     from sandbox import default_sandbox
 
     request = _request(completion, sample)
-    execution = default_sandbox().run_program(request.source, files=request.files, limits=request.limits,
-                                              argv=request.argv)
+    sandbox = default_sandbox()
+    failure = compile_failure(request, sandbox)
+    if failure is not None:
+        return 0.0, failure
+    execution = sandbox.run_program(request.source, files=request.files, limits=request.limits, argv=request.argv)
     return _judge(sample, execution)
 
 
@@ -211,8 +302,9 @@ def score_many(completions: Sequence[str], samples_: Sequence[dict], workers: in
         raise ValueError(f"score_many got {len(completions)} completions for {len(samples_)} samples")
     requests = [_request(c, s) for c, s in zip(completions, samples_)]
     with SandboxPool(workers=workers) as pool:
-        executions = pool.run_many(requests)
-    return [_judge(s, execution)[0] for s, execution in zip(samples_, executions)]
+        compiles = [compile_failure(r, pool.sandbox) is None for r in requests]
+        executions = iter(pool.run_many([r for r, ok in zip(requests, compiles) if ok]))
+    return [_judge(s, next(executions))[0] if ok else 0.0 for s, ok in zip(samples_, compiles)]
 
 
 DOMAIN = Domain(
