@@ -20,6 +20,14 @@ A learned reward: ``learned_reward=LearnedReward()`` makes GRPO reward the domai
 model (``assay reward train DOMAIN``) instead of, or blended with, ``score``; training refuses the
 domain until that reward model's latest ``assay reward check DOMAIN`` passed. ``score`` stays
 computed and logged beside it as the gold signal (:mod:`training.learned_rewards`).
+
+A domain with no verifier: ``score=None`` with ``learned_reward=LearnedReward()`` (weight 1.0)
+declares an open-answer domain (reports, descriptions) whose only reward is its reward model.
+Everything that needs an exact verdict says so instead of guessing one: :meth:`safe_score_many`
+raises :class:`NoVerifierError`; GRPO logs no ``accuracy`` and no gold signal for it (so its
+over-optimisation watch has no verdict); sweeps, attacks and policy pass rates skip it with that
+reason; its self-test checks the data contract only, and its reward is gated by
+``assay reward check``.
 """
 
 from __future__ import annotations
@@ -128,7 +136,7 @@ class Domain:
     owner: str
     description: str
     samples: SampleFn
-    score: ScoreFn
+    score: ScoreFn | None = None  # None: no verifier (needs learned_reward; see the module docstring)
     tags: tuple[str, ...] = ()
     safety_policy: str = "clean"
     eval_size: int = DEFAULT_EVAL_SIZE
@@ -154,12 +162,11 @@ class Domain:
             value = getattr(self, attr)
             if not isinstance(value, str) or not value.strip():
                 raise DomainError(f"domain {self.name!r}: {attr} must be a non-empty string")
-        for attr in ("samples", "score"):
-            if not callable(getattr(self, attr)):
-                raise DomainError(
-                    f"domain {self.name!r}: {attr} must be a callable, got "
-                    f"{type(getattr(self, attr)).__name__}"
-                )
+        if not callable(self.samples):
+            raise DomainError(f"domain {self.name!r}: samples must be a callable, got {type(self.samples).__name__}")
+        if self.score is not None and not callable(self.score):
+            raise DomainError(f"domain {self.name!r}: score must be a callable (completion, sample) -> float, or None "
+                              f"for a domain with no verifier, got {type(self.score).__name__}")
         if self.score_many is not None and not callable(self.score_many):
             raise DomainError(f"domain {self.name!r}: score_many must be a callable or None, got "
                               f"{type(self.score_many).__name__}")
@@ -173,6 +180,18 @@ class Domain:
             raise DomainError(f"domain {self.name!r}: learned_reward must be a LearnedReward (from domains.base "
                               f"import LearnedReward; e.g. LearnedReward(reward_model='latest')) or None, got "
                               f"{type(self.learned_reward).__name__}")
+        if self.score is None:
+            if self.learned_reward is None:
+                raise DomainError(f"domain {self.name!r} has no reward: pass score=my_score (a verifier, "
+                                  f"(completion, sample) -> float in [0, 1]) or, for a domain with no verifier, "
+                                  f"learned_reward=LearnedReward() and train its reward model with "
+                                  f"`assay reward train {self.name} --pairs FILE`")
+            if self.learned_reward.weight != 1.0:
+                raise DomainError(f"domain {self.name!r} has no verifier (score=None), so its learned reward is its "
+                                  f"whole reward: learned_reward.weight must be 1.0, got {self.learned_reward.weight}")
+            if self.score_many is not None or self.episode_task is not None or self.attacks is not None:
+                raise DomainError(f"domain {self.name!r} has no verifier (score=None): score_many, episode_task and "
+                                  "attacks need one; remove them or pass score")
         if self.extra_checks is not None and not callable(self.extra_checks):
             raise DomainError(f"domain {self.name!r}: extra_checks must be a callable or None, got "
                               f"{type(self.extra_checks).__name__}")
@@ -218,8 +237,18 @@ class Domain:
         """The eval set: what sweeps benchmark and contamination checks compare against."""
         return self.generate("eval", self.eval_size, seed=0)
 
+    @property
+    def has_verifier(self) -> bool:
+        """Whether the domain scores completions itself (``score``); False: only its learned reward can."""
+        return self.score is not None
+
+    def _require_verifier(self) -> None:
+        if self.score is None:
+            raise NoVerifierError(self.name)
+
     def safe_score(self, completion: str, sample: dict) -> float:
         """``score`` clamped to [0, 1]; a scorer that returns a non-number breaks the contract."""
+        self._require_verifier()
         value = self.score(completion, sample)
         if not _is_score(value):
             raise DomainError(f"domain {self.name!r}: score returned {value!r}, expected a float in [0, 1]")
@@ -230,6 +259,7 @@ class Domain:
         like :meth:`safe_score`: one ``score_many`` call when the domain has one, else ``score``
         mapped over the batch. A scorer that raises, returns a non-number or a list of the wrong
         length raises :class:`ScoringError`, naming the domain and the samples; nothing is scored 0."""
+        self._require_verifier()
         completions, samples = list(completions), list(samples)
         if len(completions) != len(samples):
             raise DomainError(f"domain {self.name!r}: {len(completions)} completions for {len(samples)} samples; "
@@ -268,6 +298,15 @@ class Domain:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "owner": self.owner, "tags": list(self.tags), "description": self.description}
+
+
+class NoVerifierError(DomainError):
+    """Something asked a domain with no verifier (``score=None``) for an exact score."""
+
+    def __init__(self, domain: str):
+        self.domain = domain
+        super().__init__(f"domain {domain!r} has no verifier (score=None): it is rewarded only by its learned reward "
+                         f"(`assay reward check {domain}` gates it), so nothing can score its completions exactly")
 
 
 def _is_score(value: Any) -> bool:

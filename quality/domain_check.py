@@ -290,6 +290,14 @@ def _same(a: list[dict], b: list[dict]) -> str | None:
     return None
 
 
+def _check_deterministic(evals: list[dict], train: list[dict], generated: dict) -> dict:
+    diffs = [f"{split}: {d}" for split, d in (("eval", _same(evals, generated["eval_again"])),
+                                              ("train", _same(train, generated["train_again"]))) if d]
+    if diffs:
+        return _result(False, "two calls with the same seed differ: " + "; ".join(diffs))
+    return _result(True, f"eval (seed 0) and train (seed 1) repeat exactly ({len(evals) + len(train)} samples)")
+
+
 def _check_disjoint(train: list[dict], evals: list[dict]) -> dict:
     shared_ids = {s["id"] for s in train} & {s["id"] for s in evals}
     eval_prompts = {normalize_prompt(s["prompt"]): s["id"] for s in evals}
@@ -413,12 +421,11 @@ def _check_domain(domain: Domain, n: int) -> dict[str, Any]:
         return {"domain": domain.name, "passed": False, "checks": checks}
 
     both = evals + train
+    if not domain.has_verifier:  # nothing to score: the data contract only; the reward model has its own gate
+        return _check_data_only(domain, evals, train, generated)
     checks["reference_scores_1"] = _check_reference(domain, both)
     checks["corruptions_score_less"] = _check_corruptions(domain, both, rng)
-    diffs = [f"{split}: {d}" for split, d in (("eval", _same(evals, generated["eval_again"])),
-                                              ("train", _same(train, generated["train_again"]))) if d]
-    checks["deterministic"] = (_result(False, "two calls with the same seed differ: " + "; ".join(diffs)) if diffs
-                               else _result(True, f"eval (seed 0) and train (seed 1) repeat exactly ({len(both)} samples)"))
+    checks["deterministic"] = _check_deterministic(evals, train, generated)
     checks["splits_disjoint"] = _check_disjoint(train, evals)
     checks["fuzz_never_raises"] = _check_fuzz(domain, both, rng)
     checks["reward_attacks"] = _check_attacks(domain, evals[:attack_items(domain)])
@@ -426,5 +433,23 @@ def _check_domain(domain: Domain, n: int) -> dict[str, Any]:
     return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
 
 
-__all__ = ["check_domain", "corruptions_of", "fuzz_strings", "normalize_prompt", "CHECK_NAMES",
+# the checks of a domain with no verifier (score=None): its data, and a statement of what is not checked here
+DATA_CHECK_NAMES = ("deterministic", "splits_disjoint", "no_verifier")
+
+
+def _check_data_only(domain: Domain, evals: list[dict], train: list[dict], generated: dict) -> dict[str, Any]:
+    checks = {
+        "deterministic": _check_deterministic(evals, train, generated),
+        "splits_disjoint": _check_disjoint(train, evals),
+        # passed: declaring no verifier is allowed; the checks of a scorer do not apply, and the reward
+        # model that replaces it is refused by GRPO until its own gate passed
+        "no_verifier": _result(True, f"score=None: rewarded only by its learned reward, gated by `assay reward check "
+                                     f"{domain.name}` before GRPO trains on it; the scorer checks "
+                                     f"({', '.join(n for n in CHECK_NAMES if n not in DATA_CHECK_NAMES)}) do not apply"),
+    }
+    checks.update(_extra_checks(domain))
+    return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
+
+
+__all__ = ["check_domain", "corruptions_of", "fuzz_strings", "normalize_prompt", "CHECK_NAMES", "DATA_CHECK_NAMES",
            "CORRUPTION_FAIL_SHARE"]

@@ -221,6 +221,8 @@ def empty(schema: dict) -> pl.DataFrame:
 
 def conform(frame: pl.DataFrame, schema: dict) -> pl.DataFrame:
     """Select and cast ``frame`` to ``schema``; a missing column becomes nulls of its type."""
+    if not frame.columns:  # (selecting literals alone from a frame with no columns would make one null row)
+        return pl.DataFrame(schema=schema)
     return frame.select([
         (pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype)).alias(name)
         for name, dtype in schema.items()
