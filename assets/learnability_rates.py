@@ -28,6 +28,14 @@ def measure_for_training(lake: Lake, tracking_uri: str, config, *, registry=None
     if not uses_pass_rates(config):
         return {}
     registry = registry or get_registry()
+    blind = [name for name in config.domains if not registry.get(name).has_verifier]
+    if blind:
+        from training.data import TrainingDataError
+
+        raise TrainingDataError(f"learnability sampling needs each domain's pass rates, and {', '.join(blind)} "
+                                f"{'has' if len(blind) == 1 else 'have'} no verifier to pass: set the recipe's "
+                                f"`mixture: {{strategy: temperature}}` (or uniform) and `items: uniform` for a run "
+                                f"with {'it' if len(blind) == 1 else 'them'}")
     data = load_training_data(config.domains, lake, registry=registry, allow_generate=allow_generate,
                               generate_n=config.train_samples_per_domain, seed=config.seed)
     return measure_for_rollouts(lake, tracking_uri, pass_rate_checkpoint(config.policy), dict(data.rows), registry,

@@ -5,7 +5,9 @@ new domain needs no change here. A step's completions are scored with one
 ``Domain.safe_score_many`` call per domain (a domain may score its batch in parallel: the ``code``
 domain runs it in a sandbox pool); the components and the reward are then composed per sample:
 
-- ``score``: the domain's scorer in [0, 1] (always computed: it is also the accuracy signal);
+- ``score``: the domain's scorer in [0, 1] (always computed when it has one: it is also the
+  accuracy signal; a domain with no verifier has no ``score`` component, and its reward is
+  ``learned`` alone);
 - ``format``: 1.0 if the completion matches the domain's ``format_pattern`` (``re.search``), else 0;
 - ``length``: ``-max(0, tokens - length_target) / length_target``, a penalty for rambling;
 - ``learned``: for a domain that declares a learned reward (``Domain.learned_reward``), its gated
@@ -99,10 +101,11 @@ class RewardComposer:
         scores: list[float | None] = [None] * len(domains)  # each domain's call fills its indices
         learned: list[float | None] = [None] * len(domains)
         for domain, indices in by_domain.items():
-            batch = self.domains[domain].safe_score_many([completions[i] for i in indices],
-                                                         [samples[i] for i in indices])
-            for index, value in zip(indices, batch):
-                scores[index] = value
+            if getattr(self.domains[domain], "has_verifier", True):  # else: the learned reward is the reward
+                batch = self.domains[domain].safe_score_many([completions[i] for i in indices],
+                                                             [samples[i] for i in indices])
+                for index, value in zip(indices, batch):
+                    scores[index] = value
             if domain in self.learned:
                 values = list(self.learned[domain]([str(samples[i].get("prompt") or "") for i in indices],
                                                    [completions[i] for i in indices]))
@@ -123,13 +126,15 @@ class RewardComposer:
         return self._compose(self.specs[domain], completion, score, completion_tokens)
 
     @staticmethod
-    def _compose(spec: DomainRewardSpec, completion: str, score: float, completion_tokens: int,
+    def _compose(spec: DomainRewardSpec, completion: str, score: float | None, completion_tokens: int,
                  learned: float | None = None) -> SampleReward:
-        components = {"score": score}
+        components = {} if score is None else {"score": score}
         primary = score
         if learned is not None and spec.learned_weight is not None:
             components["learned"] = learned
-            primary = spec.learned_weight * learned + (1.0 - spec.learned_weight) * score
+            primary = learned if score is None else spec.learned_weight * learned + (1.0 - spec.learned_weight) * score
+        if primary is None:
+            raise ValueError("a sample with neither a verifier's score nor a learned reward has no reward")
         if spec.format_pattern is not None:
             components["format"] = 1.0 if spec.format_pattern.search(completion) else 0.0
         if spec.length_target is not None:

@@ -147,7 +147,8 @@ def _learned_signals(rollouts: list) -> dict:
     learned = [r for r in rollouts if r.learned is not None]
     if not learned:
         return {name: None for name in LEARNED_SIGNALS}
-    return {"learned_mean": _mean([r.learned for r in learned]), "score_mean": _mean([r.score for r in learned])}
+    gold = [r.score for r in learned if r.score is not None]  # none for a domain with no verifier
+    return {"learned_mean": _mean([r.learned for r in learned]), "score_mean": _mean(gold) if gold else None}
 
 
 def _std(values: list[float]) -> float | None:
@@ -457,11 +458,16 @@ class GRPOTrainer:
             self.log("learned rewards: " + ", ".join(f"{name} by reward model {g['reward_model']} (gate check "
                                                      f"{g['gate_check']} passed, weight {g['weight']})"
                                                      for name, g in data.reward_models.items()))
-            self.log(f"reward-hacking watch ({cfg.reward_hacking}): a learned reward rising while the verifier falls "
-                     f"by >= {cfg.reward_hacking_min_change:g} over {cfg.reward_hacking_window} steps is flagged"
-                     + (" and ends the run" if cfg.reward_hacking == "stop" else "")
-                     + ("" if cfg.max_steps >= cfg.reward_hacking_window else
-                        f"; this run has {cfg.max_steps} steps, fewer than the window: no verdict"))
+            blind = [name for name in learned if not self._domains[name].has_verifier]
+            if len(blind) < len(learned):
+                self.log(f"reward-hacking watch ({cfg.reward_hacking}): a learned reward rising while the verifier "
+                         f"falls by >= {cfg.reward_hacking_min_change:g} over {cfg.reward_hacking_window} steps is "
+                         f"flagged" + (" and ends the run" if cfg.reward_hacking == "stop" else "")
+                         + ("" if cfg.max_steps >= cfg.reward_hacking_window else
+                            f"; this run has {cfg.max_steps} steps, fewer than the window: no verdict"))
+            if blind:
+                self.log(f"no verifier, so no gold signal and no accuracy for: {', '.join(blind)} (the reward-hacking "
+                         "watch cannot judge them; their learned reward is their only measure)")
         composer = RewardComposer(cfg, self._domains, learned)  # a reward model loads on its first batch
         start_step = int(state["step"])
         engine, rollout_model, ref_model = self._models(start_step)
@@ -782,7 +788,7 @@ class GRPOTrainer:
         scored = session.composer.score_many([r.domain for r in texts], [r.text for r in texts],
                                              [r.row for r in texts], [len(r.completion_ids) for r in texts])
         for r, reward in zip(texts, scored):
-            r.reward, r.score = reward.reward, reward.components["score"]
+            r.reward, r.score = reward.reward, reward.components.get("score")  # None: the domain has no verifier
             r.learned = reward.components.get("learned")
         for r in rollouts:
             if r.judged_score is not None:  # an episode: the hidden tests decided, once, on the host
@@ -804,9 +810,11 @@ class GRPOTrainer:
         passes = [0.0] * len(picks)
         first = self.rank * cfg.prompts_per_step
         for r in rollouts:
-            passes[first + r.group] += 1.0 if r.score >= PASS_SCORE else 0.0
+            if r.score is not None:  # None: a domain with no verifier, no pass to observe
+                passes[first + r.group] += 1.0 if r.score >= PASS_SCORE else 0.0
         passes = self._all_sum(passes)  # each rank filled its own groups: every rank sees all of them
-        mixture.observe(picks, [round(p) for p in passes], cfg.num_generations)
+        judged = [i for i, pick in enumerate(picks) if getattr(self._domains[pick.domain], "has_verifier", True)]
+        mixture.observe([picks[i] for i in judged], [round(passes[i]) for i in judged], cfg.num_generations)
 
     def _learn(self, rollouts: list[Rollout], engine, ref_model, autocast) -> tuple[list[bool], float | None]:
         """Advantages, the rows that enter the update and its normalisers, then the update.
@@ -1003,7 +1011,7 @@ class GRPOTrainer:
                 "run_id": run_id, "step": step, "domain": domain,
                 "reward_mean": _mean([r.reward for r in mine]),
                 "reward_std": _std([r.reward for r in mine]),
-                "accuracy": _mean([1.0 if r.score >= 1.0 - 1e-9 else 0.0 for r in mine]),
+                "accuracy": _mean([1.0 if r.score >= 1.0 - 1e-9 else 0.0 for r in mine if r.score is not None]),
                 "kl": _mean([r.kl for r in used if r.kl is not None]),
                 "loss": (loss_total if domain == ALL else _mean([r.loss for r in used])),
                 "clip_frac": _mean([r.clip_frac for r in used]),
