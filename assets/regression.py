@@ -99,13 +99,16 @@ def _policy_md(active) -> str:
 )
 def regression_report(context: dg.AssetExecutionContext, config: RegressionConfig, lake: LakeResource,
                       mlflow: MlflowResource):
-    from evaluation.promotion import apply_promotion, decide_promotion
+    from evaluation.promotion import PromotionError, apply_promotion, decide_promotion
     from evaluation.promotion_policy import blocking_reasons
 
     candidate = context.partition_key
     the_lake = lake.lake(write=True)
     active = _policy(the_lake, config)
-    champion, reports = _compare(the_lake, mlflow.tracking_uri, candidate, config, active)
+    try:
+        champion, reports = _compare(the_lake, mlflow.tracking_uri, candidate, config, active)
+    except PromotionError as exc:  # nothing to compare (no sweep results): the reason, not a traceback
+        raise dg.Failure(str(exc)) from exc
     metadata: dict = {"candidate": candidate, "champion": champion or "none yet", "anchor": config.anchor or "none",
                       "promotion_policy": dg.MetadataValue.md(_policy_md(active)),
                       "promotion_policy_json": dg.MetadataValue.json(active.to_json())}

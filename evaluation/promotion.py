@@ -69,6 +69,10 @@ def compare_checkpoints(lake: Lake, candidate: str, baseline: str, *, protected:
     on a generation config both were swept with (:func:`evaluation.results.pair_results`).
     ``read``: both sides' results already read (:func:`evaluation.results.read_checkpoint`)."""
     cand_read, base_read = read or (read_checkpoint(lake, candidate), read_checkpoint(lake, baseline))
+    for name, side in ((candidate, cand_read), (baseline, base_read)):
+        if not side.domains:  # (a domain with no verifier is never swept: a run on such domains alone has none)
+            raise PromotionError(f"checkpoint {name!r} has no sweep results: run `assay sweep --checkpoint {name}`; "
+                                 "domains with no verifier are not swept, so they cannot be compared")
     cand, base = pair_results(cand_read, base_read)
     if cand.height == 0:
         raise PromotionError(f"checkpoint {candidate!r} has no sweep results: run `assay sweep --checkpoint {candidate}`")

@@ -277,6 +277,12 @@ def run_sweep(lake: Lake, checkpoint: str, domains: Sequence, engine_factory: En
 
     log = log or (lambda message: None)
     started = time.perf_counter()
+    blind = [d.name for d in domains if not getattr(d, "has_verifier", True)]
+    if blind:  # nothing can score them exactly: said, and no result row pretends otherwise
+        log(f"not swept (no verifier; their learned reward is logged per training step): {', '.join(blind)}")
+        domains = [d for d in domains if getattr(d, "has_verifier", True)]
+    if not domains:
+        return SweepResult(checkpoint, [], time.perf_counter() - started, False)
     engine = None
     if prompt_format is None:
         engine = engine_factory()
@@ -463,6 +469,8 @@ def rescore_cached(lake: Lake, checkpoint: str, domains: Sequence, log: Callable
     summarizes the new scores."""
     out = {}
     for domain in domains:
+        if not getattr(domain, "has_verifier", True):
+            continue  # never swept: nothing cached to rescore
         if getattr(domain, "episode_task", None) is not None:
             if log:
                 log(f"{domain.name}: terminal episodes cannot be rescored (sweep again to re-run them)")

@@ -246,6 +246,16 @@ def _ingest_lines(outcomes: dict[str, dict], notes: dict[str, str] | None = None
     return lines + ["difficulty estimate per domain:"] + estimates
 
 
+def _unswept_lines(domains) -> list[str]:
+    """A line per domain the sweep leaves out because it has no verifier (said, not silently absent)."""
+    from domains import get_registry
+
+    registry = get_registry()
+    blind = [name for name in domains if not registry.get(name).has_verifier]
+    return [f"{name:<30} not swept: no verifier (its learned reward per training step is on the dashboard's "
+            "training page)" for name in blind]
+
+
 def _comparison_lines(lake, candidate: str, baseline: str) -> list[str]:
     """Per-domain scores of both checkpoints and the regression verdicts, from the lake."""
     summary = lake.read("sweep_summary")
@@ -348,6 +358,7 @@ def _run_stages(runner: JobRunner, lake, names: list[str], options: DemoOptions)
             lines += ["", f"== 3. Sweep ({options.sweep_items} eval items per domain, K={options.sweep_samples}, "
                           f"greedy, {options.max_new_tokens} new tokens) and regression report vs {base} ==",
                       *_comparison_lines(lake, candidate, base),
+                      *_unswept_lines(passed),
                       "MDE: the smallest drop this run could detect at 80% power; raise --sweep-items/"
                       "--sweep-samples to shrink it.",
                       "", "== 4. Promotion ==", str(decision)]

@@ -121,6 +121,14 @@ def attack_domains(args: argparse.Namespace) -> int:
         raise CliError(f"{exc}; `assay domains list` shows the names") from None
     if not chosen:
         raise CliError(f"no domain has tag(s) {', '.join(args.tag)}; `assay domains list` shows the tags")
+    blind = [d.name for d in chosen if not d.has_verifier]
+    if blind and len(blind) == len(chosen):
+        raise CliError(f"{', '.join(blind)} {'has' if len(blind) == 1 else 'have'} no verifier to attack: a learned "
+                       f"reward is red-teamed by its gate's probes, `assay reward check {blind[0]}`")
+    if blind:  # named or selected beside verifiable ones: said, not silently dropped
+        print(f"assay: skipping {', '.join(blind)}: no verifier to attack (their learned rewards are probed by "
+              "`assay reward check DOMAIN`)", file=sys.stderr)
+        chosen = [d for d in chosen if d.has_verifier]
     from tqdm import tqdm
 
     from quality.reward_attacks import attack_domain, write_attacks
