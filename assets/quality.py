@@ -25,6 +25,7 @@ from assets.pools import POOL_INGEST
 from assets.k8s import k8s_op_tags
 from assets.partitions import domain_partitions
 from assets.resources import LakeResource, MlflowResource
+from storage.markdown import markdown_table
 from quality.batch_gates import GateSettings, TrainSetError, evaluate_batch_gates, write_train_set
 from quality.expectations import ExpectationOutcome, combined_advice, gate_severity, outcomes_markdown
 
@@ -107,21 +108,68 @@ def gated_samples(context: dg.AssetExecutionContext, config: GateConfig, lake: L
     )
 
 
+REWARD_GATE_CHECK = "reward_gate"
+
+
+def _reward_gate_check(the_lake, domain) -> dg.AssetCheckResult:
+    """The domain's learned reward, judged as GRPO will judge it (training.learned_rewards): its
+    reward model's newest ``assay reward check`` must have passed. A domain without one passes."""
+    from quality.reward_gate import latest_reward_gate
+    from training.data import TrainingDataError
+    from training.learned_rewards import gated_reward_model
+
+    if domain.learned_reward is None:
+        return dg.AssetCheckResult(check_name=REWARD_GATE_CHECK, passed=True,
+                                   metadata={"learned_reward": "none (rewarded by its verifier)"})
+    metadata = {"learned_reward": f"reward_model={domain.learned_reward.reward_model}, "
+                                  f"weight={domain.learned_reward.weight:g}",
+                "verifier": "yes" if domain.has_verifier else "none (the learned reward is the whole reward)"}
+    try:
+        gated = gated_reward_model(the_lake, domain)
+    except TrainingDataError as exc:
+        return dg.AssetCheckResult(check_name=REWARD_GATE_CHECK, passed=False, severity=dg.AssetCheckSeverity.ERROR,
+                                   metadata={**metadata, "what_to_do": dg.MetadataValue.text(str(exc))})
+    rows = latest_reward_gate(the_lake, domain.name, gated["reward_model"])
+    table = markdown_table([{"criterion": r["criterion"], "observed": _num(r["observed"]), "interval": _interval(r),
+                             "bar": _num(r["threshold"]), "verdict": "ok" if r["passed"] else "FAIL"} for r in rows],
+                           ["criterion", "observed", "interval", "bar", "verdict"])
+    return dg.AssetCheckResult(check_name=REWARD_GATE_CHECK, passed=True, metadata={
+        **metadata, "reward_model": gated["reward_model"], "gate_check": gated["gate_check"],
+        "criteria": dg.MetadataValue.md(table)})
+
+
+def _num(value) -> str:
+    return f"{value:.3f}" if value is not None else ""
+
+
+def _interval(row: dict) -> str:
+    return f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]" if row.get("ci_low") is not None else ""
+
+
 @dg.asset(
     partitions_def=domain_partitions,
     group_name="training",
     deps=["gated_samples"],
     kinds={"parquet"},
+    check_specs=[dg.AssetCheckSpec(REWARD_GATE_CHECK, asset="domain_train_set", blocking=True,
+                                   description="a domain that declares a learned reward: its reward model's newest "
+                                               "`assay reward check` passed (blocking: GRPO does not train on it "
+                                               "otherwise)")],
     description="The in-band train rows of a domain's accepted batches, built after an evaluation that passed "
-                "(lake/train_set/domain=<d>); what GRPO reads. Skipped when a blocking gate check fails.",
+                "(lake/train_set/domain=<d>); what GRPO reads. Skipped when a blocking gate check fails; its "
+                "reward_gate check blocks training on a domain whose learned reward has not passed its gate.",
 )
 def domain_train_set(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    the_lake = lake.lake(write=True)
     try:  # the library refuses a domain whose latest evaluation failed (guards a run of this asset alone)
-        built = write_train_set(lake.lake(write=True), context.partition_key)
+        built = write_train_set(the_lake, context.partition_key)
     except TrainSetError as exc:
         raise dg.Failure(str(exc)) from None
     rows = built.rows
-    return dg.MaterializeResult(metadata={
+    check = _reward_gate_check(the_lake, get_registry().get(context.partition_key))
+    if not check.passed:
+        context.log.error(f"{context.partition_key}: {check.metadata['what_to_do'].value}")
+    return dg.MaterializeResult(check_results=[check], metadata={
         "rows": rows.height, "evaluation": built.evaluation,
         "accepted_batches": dg.MetadataValue.json(built.accepted_batches),
         "rejected_batches": dg.MetadataValue.json(built.rejected_batches),

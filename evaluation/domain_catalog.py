@@ -3,7 +3,7 @@ verdict rule, for the dashboard (which reads only storage and evaluation's reade
 registry or the gates themselves).
 
 - :func:`catalog` is the registry for a plugin path as a frame: owner, tags, protected,
-  description, context tokens, and the difficulty band the gates apply (``gate_thresholds``
+  description, context tokens, whether it has a verifier and the learned reward it declares, and the difficulty band the gates apply (``gate_thresholds``
   overrides, else :data:`quality.difficulty.DEFAULT_BAND`), plus the plugin errors;
 - :func:`pass_rate_verdicts` judges stored pass rates against a band exactly as the gate would
   (:func:`quality.difficulty.pass_rate_verdict`).
@@ -21,7 +21,7 @@ from quality.difficulty import DEFAULT_BAND, Band, pass_rate_verdict
 
 SCHEMA = {"domain": pl.Utf8, "owner": pl.Utf8, "tags": pl.List(pl.Utf8), "protected": pl.Boolean,
           "description": pl.Utf8, "context_tokens": pl.Int64, "difficulty_min": pl.Float64,
-          "difficulty_max": pl.Float64}
+          "difficulty_max": pl.Float64, "verifier": pl.Boolean, "learned_reward": pl.Utf8}
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,9 @@ def catalog(domains_path: str | None) -> Catalog:
         band = Band.for_domain(d)
         rows.append({"domain": d.name, "owner": d.owner, "tags": list(d.tags), "protected": d.protected,
                      "description": d.description, "context_tokens": d.context_tokens,
-                     "difficulty_min": band.low, "difficulty_max": band.high})
+                     "difficulty_min": band.low, "difficulty_max": band.high, "verifier": d.has_verifier,
+                     # the declared reward model ("latest" or an id), None when the verifier alone rewards
+                     "learned_reward": d.learned_reward.reward_model if d.learned_reward is not None else None})
     return Catalog(pl.DataFrame(rows, schema=SCHEMA), [str(e) for e in registry.errors])
 
 

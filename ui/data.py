@@ -168,7 +168,7 @@ def domain_detail(home: str, domain: str) -> dict:
     lake = _lake(home)
     mine = [{"domain": domain}]
     con = Q.open_views(lake, {"gate_results": mine, "difficulty": mine, "samples": mine, "quarantine": mine,
-                              "sweep_summary": mine, "reward_attacks": mine,
+                              "sweep_summary": mine, "reward_attacks": mine, "reward_gates": mine,
                               "checkpoints": None, "regression": None})
     try:
         verdict = Q.latest_regression(con, domain)
@@ -180,6 +180,7 @@ def domain_detail(home: str, domain: str) -> dict:
             "quarantined": Q.quarantined_rows(con, domain),
             "difficulty": Q.difficulty_latest(con, domain),
             "attacks": Q.latest_reward_attacks(con, domain),
+            "reward_gate": Q.latest_reward_gate(con, domain),
             "trend": Q.score_trend(con, domain),
             "verdict": verdict,
             "items": pl.DataFrame(),

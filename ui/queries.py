@@ -29,7 +29,7 @@ VIEW_SOURCES: dict[str, tuple[str, str]] = {
     **{name: (name, "part") for name in (
         "gate_results", "difficulty", "train_set", "checkpoints", "training_history", "results",
         "sweep_summary", "regression", "promotions", "pass_rates", "variants", "variant_domains",
-        "reward_attacks",
+        "reward_attacks", "reward_gates",
     )},
 }
 
@@ -352,6 +352,18 @@ def latest_reward_attacks(con, domain: str) -> pl.DataFrame:
         SELECT {', '.join(T.REWARD_ATTACKS)} FROM reward_attacks
         WHERE domain = $1 AND attacked_at = (SELECT max(attacked_at) FROM reward_attacks WHERE domain = $1)
         ORDER BY paid DESC, family""", [domain]), T.REWARD_ATTACKS)
+
+
+def latest_reward_gate(con, domain: str) -> pl.DataFrame:
+    """The newest gate check of ``domain``'s learned reward (`assay reward check`), one row per
+    criterion, failed ones first; the columns of ``storage.tables.REWARD_GATES``."""
+    if not has_view(con, "reward_gates"):
+        return T.empty(T.REWARD_GATES)
+    return T.conform(_frame(con, f"""
+        SELECT {', '.join(f'"{c}"' for c in T.REWARD_GATES)} FROM reward_gates
+        WHERE domain = $1 AND "check" = (SELECT "check" FROM reward_gates WHERE domain = $1
+                                         ORDER BY checked_at DESC, "check" DESC LIMIT 1)
+        ORDER BY passed, criterion""", [domain]), T.REWARD_GATES)
 
 
 def gate_history(con, domain: str) -> pl.DataFrame:

@@ -205,6 +205,33 @@ else:
     st.caption(f"No reward attack recorded for this domain yet: `assay domains attack {domain}` tries generic "
                "hacks (sprays, two-answer hedges, echoes, fig-leaf refusals...) against its scorer.")
 
+# -- a learned reward: gated before GRPO trains on it (issue 31) -----------------------------------
+facts = registry.filter(pl.col("domain") == domain) if registry.height else registry
+declared = facts["learned_reward"][0] if facts.height else None
+has_verifier = bool(facts["verifier"][0]) if facts.height else True
+gate = detail["reward_gate"]
+if declared is not None or gate.height:
+    st.subheader("Learned reward")
+    if declared is not None:
+        st.caption(f"Declares a learned reward (reward_model={declared})"
+                   + ("" if has_verifier else "; no verifier: the reward model is its whole reward, so it is "
+                                              "not swept and training logs no accuracy for it") + ".")
+    if not gate.height:
+        st.warning(f"Its reward model has never been checked: GRPO refuses to train on {domain} until "
+                   f"`assay reward check {domain}` passes.")
+    else:
+        failed = gate.filter(~pl.col("passed"))
+        when = gate["checked_at"][0][:16].replace("T", " ")
+        what = f"reward model {gate['reward_model'][0]}, check {gate['check'][0]}, {when}, {gate['n'][0]} pairs"
+        if failed.height:
+            st.error(f"Its learned reward FAILED its gate ({what}): training on {domain} is blocked. Failed: "
+                     + ", ".join(failed["criterion"].to_list()) + ". "
+                     + "; ".join(f"{r['criterion']}: {r['detail']}" for r in failed.head(2).iter_rows(named=True)))
+        else:
+            st.success(f"Its learned reward passed its gate ({what}).")
+        st.dataframe(gate.select("criterion", "observed", "ci_low", "ci_high", "threshold", "passed").to_pandas(),
+                     hide_index=True, width="stretch")
+
 # -- difficulty measured on the policy (issue 13) -------------------------------------------------
 st.subheader("Difficulty measured on the policy")
 champion_name = data.champion(home)["name"]
