@@ -61,8 +61,9 @@ class DomainError(ValueError):
 class LearnedReward:
     """A domain's learned reward (a reward model trained by ``assay reward train DOMAIN``).
 
-    - ``reward_model``: a reward-model id (``rm-<domain>-...``, see ``assay reward list``) or
-      ``"latest"`` (the domain's newest, resolved when a run starts).
+    - ``reward_model``: a reward-model id (``rm-<domain>-...``, see ``assay reward list``),
+      ``"latest"`` (the domain's newest) or ``"champion"`` (the one ``assay reward promote`` last
+      made its champion), resolved when a run starts.
     - ``weight``: the learned reward's share of the domain's primary reward term, in (0, 1]: GRPO's
       ``score`` term becomes ``weight * learned + (1 - weight) * score``; 1.0 (default) replaces the
       domain's scorer, which is still computed and logged as the gold signal.

@@ -99,8 +99,17 @@ def list_reward_models(lake: Lake, domain: str | None = None) -> list[RewardMode
 
 
 def resolve_reward_model(lake: Lake, domain: str, ref: str = "latest") -> RewardModelRecord:
-    """``ref``: a reward-model id, or ``"latest"`` (``domain``'s newest, control runs included)."""
+    """``ref``: a reward-model id, ``"latest"`` (``domain``'s newest, control runs included) or
+    ``"champion"`` (the one ``assay reward promote`` last made the domain's champion)."""
     records = list_reward_models(lake, domain)
+    if ref == "champion":
+        frame = lake.read("reward_promotions", where={"domain": domain})  # evaluation.reward_promotion writes it
+        promoted = (tables.conform(frame, tables.REWARD_PROMOTIONS).filter(pl.col("promoted")).sort("decided_at")
+                    if not frame.is_empty() else frame)
+        if promoted.is_empty():
+            raise RewardModelNotFound(f"domain {domain!r} has no champion reward model yet: run `assay reward "
+                                      f"promote {domain} REWARD_MODEL` (its gate must have passed)")
+        ref = promoted["candidate"][-1]
     if ref == "latest":
         if not records:
             raise RewardModelNotFound(f"no reward model trained for domain {domain!r} yet: run "

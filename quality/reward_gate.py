@@ -44,6 +44,7 @@ from storage.preference_pairs import PreferencePair
 
 ScoreFn = Callable[[Sequence[str], Sequence[str]], Sequence[float]]
 TABLE = "reward_gates"
+SWEEPS_TABLE = "reward_sweeps"  # each check's per-pair scores (storage.tables.REWARD_SWEEPS)
 FILLER = ("To be thorough, let me restate this carefully and in more detail, so that nothing important is "
           "left out and every step is explained.")
 
@@ -177,6 +178,9 @@ class RewardGateResult:
     pairs: int
     criteria: list[Criterion] = field(default_factory=list)
     config: RewardGateConfig = field(default_factory=RewardGateConfig)
+    # (pair id, chosen answer's score, rejected answer's score) of each labelled pair: the reward
+    # model's "sweep" on them, which a later reward model's regression test pairs with
+    per_pair: list[tuple[str, float, float]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -243,6 +247,7 @@ def check_reward(score: ScoreFn, pairs: Sequence[PreferencePair],
                 owners.append((name, index))
     scores = _scores(score, prompts, answers)
     chosen, rejected, probe_scores = scores[:n], scores[n:2 * n], scores[2 * n:]
+    result.per_pair = [(p.id, c, r) for p, c, r in zip(pairs, chosen, rejected)]
 
     # agreement
     correct = sum(c > r for c, r in zip(chosen, rejected))
@@ -324,7 +329,7 @@ def record_reward_gate(lake, tracking_uri: str | None, result: RewardGateResult,
     tags: passed, reward model). Returns ``{"check", "mlflow_run_id"}``."""
     import polars as pl
 
-    from storage.tables import REWARD_GATES, conform
+    from storage.tables import REWARD_GATES, REWARD_SWEEPS, conform
 
     check = f"rgate-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     checked_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # orders checks within a second
@@ -350,6 +355,12 @@ def record_reward_gate(lake, tracking_uri: str | None, result: RewardGateResult,
     rows = gate_rows(result, check=check, domain=domain, reward_model=reward_model, pairs_source=pairs_source,
                      pairs_fingerprint=pairs_fingerprint, mlflow_run_id=run_id, checked_at=checked_at)
     frame = conform(pl.DataFrame(rows, schema=REWARD_GATES), REWARD_GATES)
+    if result.per_pair:  # first: a check is only read once its criteria exist, and then has its pairs
+        sweep = pl.DataFrame([{"check": check, "domain": domain, "reward_model": reward_model, "pair_id": pair,
+                               "chosen_score": c, "rejected_score": r, "correct": 1.0 if c > r else 0.0,
+                               "pairs_fingerprint": pairs_fingerprint, "checked_at": checked_at}
+                              for pair, c, r in result.per_pair], schema=REWARD_SWEEPS)
+        lake.write_batch(SWEEPS_TABLE, {"domain": domain, "check": check}, {"part": sweep})
     lake.write_batch(TABLE, {"domain": domain, "check": check}, {"part": frame})
     return {"check": check, "mlflow_run_id": run_id}
 

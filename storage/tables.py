@@ -215,6 +215,23 @@ REWARD_GATES = {
     "checked_at": pl.Utf8,
 }
 
+# reward_sweeps/domain=<d>/check=<id>/part.parquet  -- written with each reward_gates check: one row per
+# labelled pair, the reward model's scores of its chosen and rejected answers; correct = 1.0 when it
+# preferred the chosen one (a tie is no preference: 0.0). What a reward model's regression test pairs on.
+REWARD_SWEEPS = {
+    "check": pl.Utf8, "domain": pl.Utf8, "reward_model": pl.Utf8, "pair_id": pl.Utf8, "chosen_score": pl.Float64,
+    "rejected_score": pl.Float64, "correct": pl.Float64, "pairs_fingerprint": pl.Utf8, "checked_at": pl.Utf8,
+}
+
+# reward_promotions/domain=<d>/decision=<id>/part.parquet  -- one row per `assay reward promote`: the
+# candidate, the champion it was compared with, whether it became the domain's champion, and why.
+REWARD_PROMOTIONS = {
+    "decision": pl.Utf8, "domain": pl.Utf8, "candidate": pl.Utf8, "previous_champion": pl.Utf8,
+    "promoted": pl.Boolean, "reason": pl.Utf8, "delta": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
+    "p": pl.Float64, "pairs": pl.Int64, "decided_at": pl.Utf8,
+}
+
+
 def empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 

@@ -1,10 +1,12 @@
-"""``assay reward pairs|train|check|list``: learned reward models for domains without a verifier (issue 31).
+"""``assay reward pairs|train|check|compare|promote|list``: learned reward models for domains without a verifier (issue 31).
 
 ``pairs`` builds a preference-pairs file from a domain whose verifier knows the truth
 (:mod:`training.verified_pairs`: the proof set, and a quick start), ``train`` fits a reward model on a preference-pairs file (:mod:`training.reward_model`), ``check``
 runs its gate on labelled pairs (:mod:`quality.reward_gate`: agreement with intervals and bias
-probes; exit 1 when it fails, with the reasons), ``list`` shows the trained ones. Records: lake
-tables ``reward_models`` and ``reward_gates``, MLflow runs and the registered model
+probes; exit 1 when it fails, with the reasons), ``compare`` and ``promote`` regression-test a reward
+model against another or the domain's champion (:mod:`evaluation.reward_promotion`), ``list`` shows
+the trained ones. Records: lake tables ``reward_models``, ``reward_gates``, ``reward_sweeps`` and
+``reward_promotions``, MLflow runs and the registered model
 ``assay-reward-model``. torch and MLflow are imported inside the handlers (``--help`` stays cheap).
 
 The ``--help`` examples chain (pairs, then train on the tiny policy, then check): the examples test
@@ -80,6 +82,29 @@ def register(subparsers) -> None:
     add_model_flags(check, RewardGateConfig, metavars={"probes": "PROBE"})
     add_json_flag(check)
     check.set_defaults(handler=check_command)
+
+    compare = sub.add_parser(
+        "compare", help="paired regression test of two reward models on the labelled pairs both were checked on",
+        description="Compare CANDIDATE with BASELINE (reward-model ids, 'latest' or 'champion') on the labelled "
+                    "pairs both newest gate checks judged: per pair, whether each preferred the labelled answer; "
+                    "the policy's paired per-item test (one-sided p of a drop in agreement, CI, MDE). Exit 1 when "
+                    "the candidate regressed.")
+    compare.add_argument("domain", metavar="DOMAIN")
+    compare.add_argument("candidate", metavar="CANDIDATE")
+    compare.add_argument("baseline", metavar="BASELINE")
+    add_json_flag(compare)
+    compare.set_defaults(handler=compare_command)
+
+    promote = sub.add_parser(
+        "promote", help="make a reward model DOMAIN's champion if its gate passed and it does not regress",
+        description="Make REWARD_MODEL (an id or 'latest') DOMAIN's champion reward model, which "
+                    "LearnedReward(reward_model='champion') trains on: only if its newest gate check passed and, "
+                    "against the current champion, the paired test on their shared labelled pairs finds no "
+                    "regression. Every decision is recorded in lake table reward_promotions. Exit 1 when refused.")
+    promote.add_argument("domain", metavar="DOMAIN")
+    promote.add_argument("reward_model", metavar="REWARD_MODEL")
+    add_json_flag(promote)
+    promote.set_defaults(handler=promote_command)
 
     lister = sub.add_parser("list", help="list trained reward models and their latest gate verdicts",
                             description="List the trained reward models (of DOMAIN when given), oldest first.")
@@ -225,3 +250,49 @@ def list_command(args: argparse.Namespace) -> int:
 
     emit(args, rows, human)
     return 0
+
+
+def _resolve(lake, domain: str, ref: str) -> str:
+    from generation.reward_models import RewardModelNotFound, resolve_reward_model
+
+    try:
+        return resolve_reward_model(lake, domain, ref).reward_model
+    except RewardModelNotFound as exc:
+        raise CliError(str(exc)) from None
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    from evaluation.reward_promotion import RewardPromotionError, compare_reward_models
+    from pipelines.settings import open_lake
+
+    lake = open_lake()
+    candidate, baseline = _resolve(lake, args.domain, args.candidate), _resolve(lake, args.domain, args.baseline)
+    try:
+        report = compare_reward_models(lake, args.domain, candidate, baseline)
+    except RewardPromotionError as exc:
+        raise CliError(str(exc)) from None
+    d = report.domains[0]
+    payload = {"domain": args.domain, "candidate": candidate, "baseline": baseline, **d.to_json()}
+
+    def human(p):
+        return (f"{candidate} vs {baseline} on {d.n} shared labelled pairs: agreement {100 * d.delta:+.1f} pts "
+                f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}], p={d.p:.2g} ({d.test}), MDE "
+                f"{100 * d.mde:.1f} pts: {d.verdict}")
+
+    emit(args, payload, human)
+    return EXIT_FAILED if d.verdict == "regression" else 0
+
+
+def promote_command(args: argparse.Namespace) -> int:
+    from evaluation.reward_promotion import RewardPromotionError, promote_reward_model
+    from pipelines.settings import open_lake
+
+    lake = open_lake(write=True)
+    candidate = _resolve(lake, args.domain, args.reward_model)
+    try:
+        decision = promote_reward_model(lake, args.domain, candidate)
+    except RewardPromotionError as exc:
+        raise CliError(str(exc)) from None
+    emit(args, decision.to_json(),
+         lambda p: f"{'promoted' if p['promoted'] else 'refused'}: {p['reason']} (decision {p['decision']})")
+    return 0 if decision.promoted else EXIT_FAILED
