@@ -107,6 +107,13 @@ class SmokeRun:
     stdout: str
     stderr: str
     runs: tuple[tuple[str, str], ...]  # (job name, status name) of each run in the instance
+    snapshot: Path  # a copy of ``home`` taken right after the run, that nothing runs in: copy it to add to it
+
+    def copy_home(self, dest: Path) -> Path:
+        """A home of one's own in the state the smoke run left (its registry still names the
+        checkpoints under ``home``, which stay there): for tests that add to it, e.g. train."""
+        shutil.copytree(self.snapshot, dest, symlinks=True)
+        return dest
 
 
 def _run_smoke(home: Path) -> dict:
@@ -128,18 +135,22 @@ def smoke_run(tmp_path_factory, worker_id) -> SmokeRun:
     """The README's smoke run, shared by every test that checks it (the README's commands, the
     --help examples, the demo's console and event log): one run per session, not one per test
     module, whichever xdist worker gets there first (the others wait for it under a file lock).
-    Tests that add to its home (the --help examples) run after it; the rest only read."""
+    Tests only read its home; one that adds to it (the --help examples) works in a copy of its
+    snapshot (SmokeRun.copy_home), so tests on both workers may run in any order."""
     import filelock
 
     # xdist's workers share the parent of their basetemp; without xdist the basetemp is ours
     root = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
-    home, record = root / "smoke_home", root / "smoke_run.json"
+    home, record, snapshot = root / "smoke_home", root / "smoke_run.json", root / "smoke_home_snapshot"
     with filelock.FileLock(str(root / "smoke_run.lock")):
         if not record.exists():
-            record.write_text(json.dumps(_run_smoke(home)))
+            result = _run_smoke(home)
+            if home.is_dir():  # before any test runs a command in it
+                shutil.copytree(home, snapshot, symlinks=True)
+            record.write_text(json.dumps(result))
     done = json.loads(record.read_text())
     return SmokeRun(home=home, env=user_shell(home), returncode=done["returncode"], stdout=done["stdout"],
-                    stderr=done["stderr"], runs=tuple(tuple(r) for r in done["runs"]))
+                    stderr=done["stderr"], runs=tuple(tuple(r) for r in done["runs"]), snapshot=snapshot)
 
 
 @pytest.fixture(autouse=True)

@@ -4,9 +4,13 @@ starts and answers on the address printed beside it (issue 32).
 
 Examples are registered with :func:`pipelines.cli.with_examples`, which is what shows them in the
 help text; the test walks the real parser, so a new example is run without touching this file.
-They run in the home of the README's smoke run (the first demo example; the session runs it once for
-every test that checks it, tests/conftest.py's smoke_run), from a
-working folder holding a copy of two shipped terminal tasks as the user's ``./my_tasks``.
+Each example is its own test (a command whose examples build on each other, e.g. `assay reward
+pairs` then `assay reward train`, is one test running them in order), so xdist spreads them over
+its workers. Each runs in its own copy of the home of the README's smoke run (the first demo
+example; the session runs it once for every test that checks it, tests/conftest.py's smoke_run),
+in the state the smoke run left whatever ran before it, from a working folder holding a copy of
+two shipped terminal tasks as the user's ``./my_tasks``. The demo's next steps run in the smoke
+run's home itself, which they only read.
 """
 
 from __future__ import annotations
@@ -25,12 +29,17 @@ import pytest
 
 from pipelines.cli import build_parser
 from tests.conftest import SMOKE_RUN as CONFTEST_SMOKE_RUN
+from tests.conftest import user_shell
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_RUN = "assay demo --recipe tiny --domains math_arith_easy --steps 2 --sweep-items 3"
-# commands that read what earlier ones wrote run first: the regress example compares the smoke run's
-# two checkpoints, before the train/sweep examples add more results
+# the order examples are listed in: the smoke run first (EXAMPLES[0]); each test starts from the
+# smoke run's state, so nothing else depends on it
 ORDER = ("demo", "sql", "regress", "tasks", "domains", "difficulty", "train", "sweep", "variant")
+# commands whose examples read what the earlier ones wrote: one test runs them in order (the regress
+# example compares the files its `assay sql COPY` examples wrote; `assay reward check` reads the
+# reward model `assay reward train` trained on the pairs `assay reward pairs` wrote)
+SEQUENCES = ("assay regress", "assay reward")
 
 
 def parsers(parser: argparse.ArgumentParser):
@@ -51,6 +60,22 @@ def help_examples() -> list[tuple[str, str]]:
 EXAMPLES = help_examples()
 
 
+def example_groups() -> list[tuple[str, list[str]]]:
+    """(test id, the examples it runs in order): one per example, one per command of SEQUENCES;
+    the smoke run (the session's shared one) is checked by its own test."""
+    groups: dict[str, list[str]] = {}
+    for index, (prog, example) in enumerate(EXAMPLES):
+        if example.startswith(SMOKE_RUN):
+            continue
+        sequence = next((name for name in SEQUENCES if prog == name or prog.startswith(name + " ")), None)
+        key = sequence.replace(" ", "-") if sequence else f"{prog.replace(' ', '-')}-{index}"
+        groups.setdefault(key, []).append(example)
+    return list(groups.items())
+
+
+GROUPS = example_groups()
+
+
 def test_examples_are_registered_shown_and_cover_the_commands():
     progs = {prog for prog, _ in EXAMPLES}
     assert {"assay demo", "assay sql", "assay regress", "assay sweep", "assay train", "assay variant",
@@ -65,14 +90,35 @@ def test_examples_are_registered_shown_and_cover_the_commands():
         assert not re.search(r"[Ee]xamples?: assay ", text), f"{p.prog}: use pipelines.cli.with_examples:\n{text}"
 
 
-@pytest.fixture(scope="module")
-def user(tmp_path_factory, smoke_run) -> dict:
-    """A user's shell after the README's smoke run (the session's shared one: its home, `assay` and
-    `mlflow` on PATH), in a working folder holding a task suite."""
-    work = tmp_path_factory.mktemp("work")
+def test_every_example_is_run_by_one_test():
+    run_here = [example for _, examples in GROUPS for example in examples]
+    assert sorted(run_here) == sorted(e for _, e in EXAMPLES if not e.startswith(SMOKE_RUN)), run_here
+    assert len(run_here) == len(EXAMPLES) - 1 and [e for _, e in EXAMPLES].count(EXAMPLES[0][1]) == 1
+    regress = dict(GROUPS)["assay-regress"]  # in registration order: the COPY examples, then regress
+    assert [e.split()[1] for e in regress] == ["sql", "sql", "regress"], regress
+    reward = dict(GROUPS)["assay-reward"]
+    assert [e.split()[2] for e in reward][:2] == ["pairs", "train"], reward
+
+
+def _work_folder(path: Path) -> Path:
     for task in ("count_lines", "create_hello_file"):
-        shutil.copytree(REPO / "domains" / "builtin" / "terminal_tasks" / task, work / "my_tasks" / task)
-    return {"env": smoke_run.env, "cwd": work, "smoke": smoke_run}
+        shutil.copytree(REPO / "domains" / "builtin" / "terminal_tasks" / task, path / "my_tasks" / task)
+    return path
+
+
+@pytest.fixture
+def user(tmp_path, smoke_run) -> dict:
+    """A user's shell after the README's smoke run (a copy of the session's shared one's home,
+    `assay` and `mlflow` on PATH), in a working folder holding a task suite."""
+    assert smoke_run.returncode == 0, smoke_run.stderr[-3000:]
+    home = smoke_run.copy_home(tmp_path / "home")
+    return {"env": user_shell(home), "cwd": _work_folder(tmp_path / "work"), "smoke": smoke_run}
+
+
+@pytest.fixture
+def smoke_user(tmp_path, smoke_run) -> dict:
+    """A user's shell in the session's shared smoke run's home itself (for what only reads it)."""
+    return {"env": smoke_run.env, "cwd": _work_folder(tmp_path / "work"), "smoke": smoke_run}
 
 
 def run(command: str, user: dict, *, cwd: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -120,15 +166,17 @@ def serve_and_ask(command: str, url: str, user: dict) -> str:
 
 
 @pytest.mark.slow
-def test_every_help_example_and_every_next_step_of_the_demo_runs_as_written(user):
+def test_the_smoke_run_example_is_the_sessions_shared_smoke_run(smoke_run):
+    # the session's shared smoke run ran this exact command (from the repository root)
+    assert CONFTEST_SMOKE_RUN == ".venv/bin/" + SMOKE_RUN
+    assert smoke_run.returncode == 0, smoke_run.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("examples", [examples for _, examples in GROUPS], ids=[key for key, _ in GROUPS])
+def test_every_help_example_runs_as_written(examples, user):
     failures = []
-    smoke = None
-    for prog, example in EXAMPLES:
-        if example.startswith(SMOKE_RUN):
-            # the session's shared smoke run ran this exact command (from the repository root)
-            assert CONFTEST_SMOKE_RUN == ".venv/bin/" + SMOKE_RUN
-            smoke = user["smoke"]
-            continue
+    for example in examples:
         started = time.monotonic()
         out = run(example, user)
         print(f"{time.monotonic() - started:5.0f} s  exit {out.returncode}  {example}")
@@ -136,22 +184,29 @@ def test_every_help_example_and_every_next_step_of_the_demo_runs_as_written(user
         # 2 is bad input, and a traceback is a crash, whatever the exit code
         if out.returncode not in (0, 1) or "Traceback" in out.stderr or not out.stdout.strip():
             failures.append(f"{example}\n  exit {out.returncode}\n{out.stderr[-1500:]}")
-    assert smoke is not None and smoke.returncode == 0, smoke.stderr[-3000:] if smoke else "no smoke run"
+    assert not failures, "\n\n".join(failures)
 
+
+NEXT_STEP_KINDS = ["make ui", "make dashboard", "mlflow", "assay", "less"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(len(NEXT_STEP_KINDS)), ids=[k.replace(" ", "-") for k in NEXT_STEP_KINDS])
+def test_every_next_step_of_the_demo_runs_as_written(index, smoke_user):
+    smoke = smoke_user["smoke"]
+    assert smoke.returncode == 0, smoke.stderr[-3000:]
     steps = where_to_look_next(smoke.stdout)
     kinds = [" ".join(c.split()[:2]) if c.startswith("make") else c.split()[0] for c, _ in steps]
-    assert kinds == ["make ui", "make dashboard", "mlflow", "assay", "less"], steps
-    for command, what in steps:
-        url = re.search(r"https?://localhost:\d+", what)
-        if command.startswith("mlflow ui"):
-            url = f"http://localhost:{command.split('--port')[1].split()[0]}"
-        elif url:
-            url = url.group(0)
-        if url:
-            page = serve_and_ask(command, url, user)
-            print(f"{command}: answered on {url} ({len(page)} bytes)")
-        else:
-            out = run(command, user, cwd=REPO, timeout=120)
-            if out.returncode != 0 or not out.stdout.strip():
-                failures.append(f"{command}\n  exit {out.returncode}\n{out.stderr[-1500:]}")
-    assert not failures, "\n\n".join(failures)
+    assert kinds == NEXT_STEP_KINDS, steps
+    command, what = steps[index]
+    url = re.search(r"https?://localhost:\d+", what)
+    if command.startswith("mlflow ui"):
+        url = f"http://localhost:{command.split('--port')[1].split()[0]}"
+    elif url:
+        url = url.group(0)
+    if url:
+        page = serve_and_ask(command, url, smoke_user)
+        print(f"{command}: answered on {url} ({len(page)} bytes)")
+    else:
+        out = run(command, smoke_user, cwd=REPO, timeout=120)
+        assert out.returncode == 0 and out.stdout.strip(), f"{command}\n  exit {out.returncode}\n{out.stderr[-1500:]}"
