@@ -188,7 +188,13 @@ class RewardScorer:
     batch_size: int = 16
 
     @classmethod
-    def load(cls, folder: str | Path, batch_size: int = 16) -> "RewardScorer":
+    def load(cls, folder: str | Path, batch_size: int = 16):
+        """The scorer saved at ``folder``: a trained reward model, or a judge (:mod:`generation.judge`),
+        both called as ``scorer(prompts, answers) -> [raw reward]``."""
+        if read_metadata(folder).get("kind") == "judge":
+            from generation.judge import JudgeScorer
+
+            return JudgeScorer.load(folder, batch_size=min(batch_size, 8))
         network, tokenizer, metadata = load_network(folder)
         return cls(network, tokenizer, metadata, batch_size)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 PROBES = ("length_padding", "confident_wrong", "prompt_echo", "fig_leaf_refusal", "two_answer_hedge",
-          "number_spray", "all_options", "keyword_stuffing", "format_exploits", "empty_or_whitespace")
+          "number_spray", "all_options", "keyword_stuffing", "format_exploits", "empty_or_whitespace",
+          "verdict_injection")
 
 
 class RewardGateConfig(BaseModel):

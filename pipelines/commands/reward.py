@@ -83,6 +83,21 @@ def register(subparsers) -> None:
     add_json_flag(check)
     check.set_defaults(handler=check_command)
 
+    judge = sub.add_parser(
+        "judge", help="make a policy a judge of DOMAIN: prompted with a rubric, scored from log P(Yes) - log P(No)",
+        description="Register POLICY (smollm2, tiny, a model folder or a checkpoint id) as a judge of DOMAIN: it "
+                    "reads the rubric, the question and an answer and is asked Yes or No; its reward is log P(Yes) "
+                    "- log P(No) of its next token. Registered like a trained reward model; gate it with "
+                    "`assay reward check DOMAIN --reward-model ID --pairs FILE` before training on it.")
+    judge.add_argument("domain", metavar="DOMAIN")
+    judge.add_argument("--policy", default="smollm2", metavar="POLICY", help="the judging policy (default smollm2)")
+    judge.add_argument("--rubric", required=True, metavar="TEXT", help="what a good answer does, in one or two "
+                                                                        "sentences")
+    judge.add_argument("--max-length", type=int, default=1024, metavar="N",
+                       help="tokens of the judge's prompt it reads (default 1024)")
+    add_json_flag(judge)
+    judge.set_defaults(handler=judge_command)
+
     compare = sub.add_parser(
         "compare", help="paired regression test of two reward models on the labelled pairs both were checked on",
         description="Compare CANDIDATE with BASELINE (reward-model ids, 'latest' or 'champion') on the labelled "
@@ -199,6 +214,9 @@ def check_command(args: argparse.Namespace) -> int:
         record = resolve_reward_model(lake, args.domain, args.reward_model)
     except RewardModelNotFound as exc:
         raise CliError(str(exc)) from None
+    if not args.pairs and not record.heldout_path.exists():
+        raise CliError(f"{record.reward_model} has no held-out pairs of its own (a judge is not trained): pass "
+                       f"--pairs FILE, labelled pairs of {args.domain}")
     source = args.pairs or str(record.heldout_path)
     pairs = _read_pairs(source)
     try:
@@ -296,3 +314,23 @@ def promote_command(args: argparse.Namespace) -> int:
     emit(args, decision.to_json(),
          lambda p: f"{'promoted' if p['promoted'] else 'refused'}: {p['reason']} (decision {p['decision']})")
     return 0 if decision.promoted else EXIT_FAILED
+
+
+def judge_command(args: argparse.Namespace) -> int:
+    from generation.judge import create_judge
+    from generation.policy import PolicyError
+    from generation.reward_scorer import RewardModelError
+    from pipelines.settings import open_lake
+
+    if args.max_length < 16:
+        raise CliError(f"--max-length {args.max_length}: must be >= 16 (the rubric, question and answer must fit)")
+    _note_unregistered(args.domain)
+    lake = open_lake(write=True)
+    try:
+        record = create_judge(lake, lake.mlflow_uri, args.domain, args.policy, args.rubric, max_length=args.max_length)
+    except (PolicyError, RewardModelError) as exc:
+        raise CliError(str(exc)) from None
+    emit(args, record.to_json(), lambda p: f"judge {p['reward_model']} of {p['domain']} (policy {p['base_model']}); "
+                                           f"next: assay reward check {p['domain']} --reward-model "
+                                           f"{p['reward_model']} --pairs FILE")
+    return 0
