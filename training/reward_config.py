@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from quality.reward_gate_config import TRAINABLE_HACK_FAMILIES
+
 
 class RewardTrainConfig(BaseModel):
     """How a learned reward model is trained on preference pairs (Bradley-Terry).
@@ -29,6 +31,9 @@ class RewardTrainConfig(BaseModel):
     heldout_fraction: float = Field(0.2, description="share of prompts (with all their pairs) held out of training, "
                                                      "for the gate to judge the reward model on")
     seed: int = Field(0, description="seed of the head's initialisation, the batch order and the held-out split")
+    autocast_bf16: bool = Field(False, description="run the forward passes in bfloat16 autocast (weights and optimizer "
+                                                   "stay float32; about 2x faster on a CPU with native bf16, and on "
+                                                   "one without it runs float32 and says so)")
     shuffle_labels: bool = Field(False, description="control run: swap chosen and rejected on a random half of "
                                                     "the training pairs (such a reward model must fail its gate)")
 
@@ -77,18 +82,48 @@ class RewardTrainConfig(BaseModel):
 
 class VerifiedPairsConfig(BaseModel):
     """How preference pairs are built from a domain whose verifier knows the truth
-    (:mod:`training.verified_pairs`): ``items`` train items, ``wrong_per_item`` rejected answers each."""
+    (:mod:`training.verified_pairs`): ``items`` train items, ``wrong_per_item`` rejected answers each;
+    optionally ``hack_families`` (the reference against hacks built from the prompt) and ``policy``
+    (the policy's own sampled completions: ``samples`` per item at ``temperature``, up to
+    ``max_new_tokens``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     items: int = Field(100, description="train items of the domain to build pairs from (fewer when the split has "
                                         "fewer)")
     wrong_per_item: int = Field(3, description="pairs per item: the reference answer against this many wrong ones")
-    seed: int = Field(0, description="seed of the items drawn and of the wrong answers chosen")
+    hack_families: list[str] = Field(
+        [], description="also pair the reference against one hack per family and item, built from the prompt as "
+                        "`assay domains attack` builds them and confirmed 0.0 by the verifier, so the reward model "
+                        "learns not to pay them (the gate's probes of these families then only test new prompts)")
+    policy: str = Field("", description="also pair against this policy's own completions (e.g. smollm2): a correct "
+                                        "one (1.0) over a wrong one (0.0), else the reference over a wrong one; "
+                                        "empty: reference answers only")
+    samples: int = Field(4, description="with policy: completions sampled per item")
+    temperature: float = Field(1.0, description="with policy: sampling temperature (the GRPO rollouts' default)")
+    max_new_tokens: int = Field(64, description="with policy: tokens per completion at most")
+    seed: int = Field(0, description="seed of the items drawn, the wrong answers chosen and the sampling")
 
-    @field_validator("items", "wrong_per_item")
+    @field_validator("items", "wrong_per_item", "samples", "max_new_tokens")
     @classmethod
     def _at_least_one(cls, value: int, info) -> int:
         if value < 1:
             raise ValueError(f"{info.field_name} must be >= 1, got {value}")
         return value
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature(cls, value: float) -> float:
+        if not 0 < value <= 2:
+            raise ValueError(f"temperature must be in (0, 2], got {value}: pairs need varied samples (1.0 is what "
+                             "GRPO samples at)")
+        return value
+
+    @field_validator("hack_families")
+    @classmethod
+    def _families(cls, value: list[str]) -> list[str]:
+        unknown = [f for f in value if f not in TRAINABLE_HACK_FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown hack family(ies) {', '.join(map(repr, unknown))} (known: "
+                             f"{', '.join(TRAINABLE_HACK_FAMILIES)})")
+        return list(dict.fromkeys(value))

@@ -84,6 +84,7 @@ def train_reward_model(lake: Lake, tracking_uri: str, domain: str, pairs: Sequen
     """Train, save, track and register a reward model for ``domain`` on ``pairs``; returns its record."""
     import torch
 
+    from generation.device import EMULATED_BF16_NOTE, cpu_computes_bf16
     from generation.policy import policy_path
     from generation.reward_scorer import new_network, save_reward_model, score_texts, text_format, encode
 
@@ -110,6 +111,9 @@ def train_reward_model(lake: Lake, tracking_uri: str, domain: str, pairs: Sequen
                                                       "assay.reward_model": ident}):
         torch.manual_seed(config.seed)
         network, tokenizer = new_network(base_folder, seed=config.seed)
+        autocast = config.autocast_bf16 and cpu_computes_bf16()
+        if config.autocast_bf16 and not autocast:
+            log(EMULATED_BF16_NOTE.format(what="the reward model's training"))
         optimizer = torch.optim.AdamW(network.parameters(), lr=config.learning_rate,
                                       weight_decay=config.weight_decay)
         rng = random.Random(f"order-{config.seed}")
@@ -125,7 +129,8 @@ def train_reward_model(lake: Lake, tracking_uri: str, domain: str, pairs: Sequen
                 prompts = [p.prompt for p in batch]
                 tokens = encode(tokenizer, prompts + prompts, [p.chosen for p in batch] + [p.rejected for p in batch],
                                 config.max_length)
-                rewards = network(**tokens)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                    rewards = network(**tokens).float()
                 chosen, rejected = rewards[:len(batch)], rewards[len(batch):]
                 loss = bradley_terry_loss(chosen, rejected)
                 optimizer.zero_grad(set_to_none=True)

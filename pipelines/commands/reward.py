@@ -37,12 +37,15 @@ def register(subparsers) -> None:
         "pairs", help="write preference pairs from a verifiable domain (reference vs verified-wrong answers)",
         description="Build a preference-pairs file from DOMAIN's train items where its verifier knows the truth: "
                     "the reference answer (chosen) against wrong answers (near misses for numbers, sibling items' "
-                    "answers otherwise), each confirmed by the domain's scorer (1.0 and 0.0). Items where that "
-                    "cannot be shown are skipped and counted by reason.")
+                    "answers otherwise), each confirmed by the domain's scorer (1.0 and 0.0); with --hack-families "
+                    "also against hacks built from the prompt, and with --policy also the policy's own sampled "
+                    "completions (a correct one over a wrong one). Items where that cannot be shown are skipped "
+                    "and counted by reason.")
     with_examples(pairs, "assay reward pairs math_arith_easy --out pairs.jsonl --items 60")
     pairs.add_argument("domain", metavar="DOMAIN", help="a registered domain with a verifier")
     pairs.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
-    add_model_flags(pairs, VerifiedPairsConfig, metavars={"items": "N", "wrong_per_item": "K"})
+    add_model_flags(pairs, VerifiedPairsConfig, metavars={"items": "N", "wrong_per_item": "K", "hack_families": "FAMILY",
+                                                          "samples": "N", "temperature": "T", "max_new_tokens": "N"})
     add_json_flag(pairs)
     pairs.set_defaults(handler=pairs_command)
 
@@ -156,7 +159,16 @@ def pairs_command(args: argparse.Namespace) -> int:
         domain = get_registry().get(args.domain)
     except UnknownDomainError as exc:
         raise CliError(str(exc)) from None
-    built = build_verified_pairs(domain, config)
+    if not domain.has_verifier:
+        raise CliError(f"domain {args.domain!r} has no verifier, so nothing here knows which answer is right: its "
+                       "pairs must be labelled (a JSONL file of prompt, chosen, rejected for `assay reward train`)")
+    from generation.policy import PolicyError
+    from pipelines.settings import resolve_home
+
+    try:
+        built = build_verified_pairs(domain, config, home=resolve_home() if config.policy else None)
+    except PolicyError as exc:
+        raise CliError(str(exc)) from None
     if not built.pairs:
         raise CliError(f"no pairs could be built from {args.domain}'s train items (skipped: {dict(built.skipped)}): "
                        "its reference answers must score 1.0 and some wrong answer 0.0", code=EXIT_FAILED)
@@ -165,8 +177,12 @@ def pairs_command(args: argparse.Namespace) -> int:
 
     def human(p):
         skipped = ", ".join(f"{k} {v}" for k, v in p["skipped"].items()) or "none"
-        return (f"{p['pairs']} pairs over {p['prompts']} prompts from {p['items']} {p['domain']} train items "
-                f"written to {p['out']} (skipped: {skipped})\nnext: assay reward train {p['domain']} --pairs {p['out']}")
+        sources = ", ".join(f"{k} {v}" for k, v in p["sources"].items())
+        policy = (f"; the policy got {p['policy_correct']}/{p['policy_completions']} completions right"
+                  if "policy_completions" in p else "")
+        return (f"{p['pairs']} pairs ({sources}) over {p['prompts']} prompts from {p['items']} {p['domain']} train "
+                f"items written to {p['out']} (skipped: {skipped}){policy}\nnext: assay reward train {p['domain']} "
+                f"--pairs {p['out']}")
 
     emit(args, payload, human)
     return 0
