@@ -23,6 +23,19 @@ A learned reward is a verifier nobody wrote, so it is judged like one before tra
   fig-leaf refusals, two-answer hedges, number sprays, all options, keyword stuffing, format exploits,
   empty answers; its huge degenerate texts only test truncation and are left out).
 
+- ``calibration``: its confidence must track its correctness: the AUROC of the margin
+  |chosen - rejected| for a right verdict (Mann-Whitney; bootstrap interval) must not lie wholly
+  below ``min_confidence_auroc_high`` (0.5): a reward whose largest gaps are its wrong verdicts is
+  what RL pushes hardest on. The expected calibration error of ``sigmoid(margin)`` as the
+  Bradley-Terry chance of being preferred (ten equal-width bins, pairs in the kappa's random order) and
+  the temperature that would calibrate it are reported beside it, and block only when the owner sets
+  ``max_calibration_error``: GRPO's group-normalised advantages do not depend on the reward's scale,
+  a mix with a verifier (``LearnedReward.weight`` < 1) does.
+- ``order``: the labelled answers scored a second time, in reverse order and so in other batches and
+  positions, keep their verdicts (at most ``order_tolerance`` change): a pointwise reward or judge
+  must not depend on what it is scored beside (the position bias of pairwise judges has no place
+  to hide in a pointwise one, and this checks that it found none).
+
 The scorer is any ``score(prompts, answers) -> [float]`` (a loaded reward model,
 :class:`generation.reward_scorer.RewardScorer`, or a hand-made one in tests); nothing here imports
 torch. A scorer that returns the wrong number of values or a non-finite one is an error, never a
@@ -31,6 +44,7 @@ score. :func:`record_reward_gate` writes the verdict to lake table ``reward_gate
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import statistics
@@ -40,7 +54,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from quality.reward_attacks import GENERIC_FAMILIES
-from quality.reward_gate_config import RewardGateConfig
+from quality.reward_gate_config import TRAINABLE_HACK_FAMILIES, RewardGateConfig
 from storage.preference_pairs import PreferencePair
 
 ScoreFn = Callable[[Sequence[str], Sequence[str]], Sequence[float]]
@@ -90,23 +104,88 @@ def bootstrap_kappa(gold: Sequence[str], predicted: Sequence[str], *, resamples:
                     seed: int) -> tuple[float, float] | None:
     """Percentile bootstrap interval of :func:`cohen_kappa` over pairs; resamples where kappa is
     undefined are left out; None when no resample defines it."""
-    n = len(gold)
-    if n == 0:
+    if not gold:
         return None
-    rng = random.Random(f"kappa-{seed}")
+    return _bootstrap(lambda picks: cohen_kappa([gold[i] for i in picks], [predicted[i] for i in picks]), len(gold),
+                      resamples=resamples, confidence=confidence, seed=f"kappa-{seed}")
+
+
+def _sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+
+def confidence_auroc(margins: Sequence[float]) -> float | None:
+    """How well a scorer's confidence tells its right verdicts from its wrong ones: the chance that a
+    random right pair (margin > 0) has a larger |margin| than a random wrong one (margin <= 0; a tie
+    is a wrong verdict of no confidence), ties counting half (the Mann-Whitney AUROC). None without
+    both kinds."""
+    right = [m for m in margins if m > 0]
+    wrong = [abs(m) for m in margins if m <= 0]
+    if not right or not wrong:
+        return None
+    wins = 0.0
+    ordered = sorted(wrong)
+    for value in right:
+        below = bisect.bisect_left(ordered, value)
+        equal = bisect.bisect_right(ordered, value) - below
+        wins += below + equal / 2
+    return wins / (len(right) * len(wrong))
+
+
+def calibration_error(probabilities: Sequence[float], outcomes: Sequence[int], bins: int = 10) -> float:
+    """Expected calibration error: the size-weighted mean |mean predicted - observed rate| over
+    ``bins`` equal-width bins of the predicted probability (Guo et al. 2017; empty bins add nothing)."""
+    n = len(probabilities)
+    groups: dict[int, list[int]] = {}
+    for i, p in enumerate(probabilities):
+        groups.setdefault(min(int(p * bins), bins - 1), []).append(i)
+    return sum(abs(sum(probabilities[i] for i in chunk) - sum(outcomes[i] for i in chunk)) / n
+               for chunk in groups.values())
+
+
+def calibrating_temperature(margins: Sequence[float], outcomes: Sequence[int]) -> float:
+    """The T for which sigmoid(margin / T) has the smallest log loss on these pairs (golden-section
+    search over log T in [1e-3, 1e3]): above 1 the scorer is overconfident, below 1 underconfident."""
+    def loss(log_t: float) -> float:
+        t = math.exp(log_t)
+        total = 0.0
+        for m, y in zip(margins, outcomes):
+            z = m / t if y else -m / t  # log loss of the observed side: log(1 + exp(-z))
+            total += max(-z, 0) + math.log1p(math.exp(-abs(z)))
+        return total
+
+    low, high = math.log(1e-3), math.log(1e3)
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = high - ratio * (high - low), low + ratio * (high - low)
+    fa, fb = loss(a), loss(b)
+    for _ in range(80):
+        if fa < fb:
+            high, b, fb = b, a, fa
+            a = high - ratio * (high - low)
+            fa = loss(a)
+        else:
+            low, a, fa = a, b, fb
+            b = low + ratio * (high - low)
+            fb = loss(b)
+    return math.exp((low + high) / 2)
+
+
+def _bootstrap(statistic: Callable[[list[int]], float | None], n: int, *, resamples: int, confidence: float,
+               seed: str) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``statistic(picks)`` over ``n`` pairs resampled with
+    replacement; resamples where it is undefined (None) are left out; None when none defines it."""
+    rng = random.Random(seed)
     values = []
     for _ in range(resamples):
-        picks = [rng.randrange(n) for _ in range(n)]
-        value = cohen_kappa([gold[i] for i in picks], [predicted[i] for i in picks])
+        value = statistic([rng.randrange(n) for _ in range(n)])
         if value is not None:
             values.append(value)
     if not values:
         return None
     values.sort()
     tail = (1 - confidence) / 2
-    low = values[min(len(values) - 1, int(math.floor(tail * len(values))))]
-    high = values[max(0, int(math.ceil((1 - tail) * len(values))) - 1)]
-    return low, high
+    return (values[min(len(values) - 1, int(math.floor(tail * len(values))))],
+            values[max(0, int(math.ceil((1 - tail) * len(values))) - 1)])
 
 
 # -- probes --------------------------------------------------------------------------------------
@@ -148,9 +227,7 @@ PROBE_BUILDERS: dict[str, Callable[[PreferencePair], list[str]]] = {
     "length_padding": length_padding,
     "confident_wrong": confident_wrong,
     "verdict_injection": verdict_injection,
-    **{name: _attack_family(name) for name in ("prompt_echo", "fig_leaf_refusal", "two_answer_hedge", "number_spray",
-                                               "all_options", "keyword_stuffing", "format_exploits",
-                                               "empty_or_whitespace")},
+    **{name: _attack_family(name) for name in TRAINABLE_HACK_FAMILIES},
 }
 
 
@@ -191,6 +268,8 @@ class RewardGateResult:
     # (pair id, chosen answer's score, rejected answer's score) of each labelled pair: the reward
     # model's "sweep" on them, which a later reward model's regression test pairs with
     per_pair: list[tuple[str, float, float]] = field(default_factory=list)
+    # the calibration figures behind criterion "calibration": auroc, ece, ece_ci, temperature
+    calibration: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -209,7 +288,8 @@ class RewardGateResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"passed": self.passed, "pairs": self.pairs, "reasons": self.reasons,
-                "criteria": [c.to_json() for c in self.criteria], "config": self.config.model_dump()}
+                "criteria": [c.to_json() for c in self.criteria], "calibration": self.calibration,
+                "config": self.config.model_dump()}
 
 
 def _scores(score: ScoreFn, prompts: list[str], answers: list[str]) -> list[float]:
@@ -255,8 +335,13 @@ def check_reward(score: ScoreFn, pairs: Sequence[PreferencePair],
                 prompts.append(pair.prompt)
                 answers.append(candidate)
                 owners.append((name, index))
+    # the labelled answers once more, last, in reverse order: a pointwise reward must not change its
+    # verdict with what it is batched with or where (what a position-biased judge would)
+    prompts += [p.prompt for p in reversed(pairs)] * 2
+    answers += [p.rejected for p in reversed(pairs)] + [p.chosen for p in reversed(pairs)]
     scores = _scores(score, prompts, answers)
-    chosen, rejected, probe_scores = scores[:n], scores[n:2 * n], scores[2 * n:]
+    chosen, rejected, probe_scores = scores[:n], scores[n:2 * n], scores[2 * n:-2 * n]
+    again_rejected, again_chosen = scores[-2 * n:-n][::-1], scores[-n:][::-1]
     result.per_pair = [(p.id, c, r) for p, c, r in zip(pairs, chosen, rejected)]
 
     # agreement
@@ -286,6 +371,48 @@ def check_reward(score: ScoreFn, pairs: Sequence[PreferencePair],
                 f"{config.bootstrap} resamples); the lower end must exceed {config.min_kappa_low}"
                 if kappa is not None else "Cohen's kappa is undefined (the verdicts and labels agree by chance "
                                           "alone: one label only)")))
+
+    # calibration: confidence must track correctness; the Bradley-Terry probability's error is reported
+    margins = [c - r for c, r in zip(chosen, rejected)]
+    shown = [m if g == "A" else -m for m, g in zip(margins, gold)]  # margin of the answer shown first
+    outcomes = [1 if g == "A" else 0 for g in gold]
+    probabilities = [_sigmoid(m) for m in shown]
+    auroc = confidence_auroc(margins)
+    auroc_ci = _bootstrap(lambda picks: confidence_auroc([margins[i] for i in picks]), n,
+                          resamples=config.bootstrap, confidence=config.confidence, seed=f"auroc-{config.seed}")
+    ece = calibration_error(probabilities, outcomes)
+    ece_low, ece_high = _bootstrap(lambda picks: calibration_error([probabilities[i] for i in picks],
+                                                                   [outcomes[i] for i in picks]),
+                                   n, resamples=config.bootstrap, confidence=config.confidence,
+                                   seed=f"ece-{config.seed}")
+    temperature = calibrating_temperature(shown, outcomes)
+    right = sum(m > 0 for m in margins)
+    reliable = auroc is None or (auroc_ci is not None and auroc_ci[1] >= config.min_confidence_auroc_high)
+    scaled = config.max_calibration_error is None or ece_low <= config.max_calibration_error
+    ece_text = (f"expected calibration error of sigmoid(margin) {ece:.3f} [{ece_low:.3f}, {ece_high:.3f}]"
+                + (f" (the lower end may not exceed {config.max_calibration_error})"
+                   if config.max_calibration_error is not None else " (reported only)")
+                + f"; sigmoid(margin / {temperature:.3g}) fits best")
+    if auroc is None:
+        confidence_text = (f"no wrong verdict to compare its confidence with ({right}/{n} right)" if right
+                           else "no right verdict to compare its confidence with")
+    else:
+        confidence_text = (f"its larger margins are its right verdicts with AUROC {auroc:.3f} [{auroc_ci[0]:.3f}, "
+                           f"{auroc_ci[1]:.3f}] ({right} right, {n - right} wrong); the upper end must reach "
+                           f"{config.min_confidence_auroc_high}")
+    result.criteria.append(Criterion(
+        "calibration", reliable and scaled, observed=auroc, ci_low=auroc_ci[0] if auroc_ci else None,
+        ci_high=auroc_ci[1] if auroc_ci else None, threshold=config.min_confidence_auroc_high, n=n,
+        detail=f"{confidence_text}; {ece_text}"))
+    result.calibration = {"auroc": auroc, "ece": ece, "ece_ci": [ece_low, ece_high], "temperature": temperature}
+
+    # order: the same texts scored again in reverse order give the same verdicts
+    flips = sum((c > r) != (c2 > r2) for c, r, c2, r2 in zip(chosen, rejected, again_chosen, again_rejected))
+    drift = max(abs(a - b) for a, b in zip(chosen + rejected, again_chosen + again_rejected))
+    result.criteria.append(Criterion(
+        "order", flips <= config.order_tolerance * n, observed=flips / n, threshold=config.order_tolerance, n=n,
+        detail=f"scored again in reverse order, {flips}/{n} verdicts changed (largest change of a score "
+               f"{drift:.2g}); allowed up to {config.order_tolerance:.0%}"))
 
     # probes: a hack paid at least the chosen answer's score, more often than the rejected answer is
     rejected_wins = sum(r >= c for c, r in zip(chosen, rejected))
@@ -356,6 +483,7 @@ def record_reward_gate(lake, tracking_uri: str | None, result: RewardGateResult,
                                "assay.reward_model": reward_model or "",
                                "assay.passed": str(result.passed).lower()}) as run:
             metrics: dict[str, float | None] = {"passed": float(result.passed)}
+            metrics.update({f"calibration/{k}": result.calibration.get(k) for k in ("ece", "temperature")})
             for c in result.criteria:
                 key = _metric_name(c.name)
                 metrics.update({key: c.observed, f"{key}_ci_low": c.ci_low, f"{key}_ci_high": c.ci_high})

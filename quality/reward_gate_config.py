@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# the prompt-only hack families of `assay domains attack` the gate probes with, and which pairs
+# builders may train against (quality.reward_attacks.GENERIC_FAMILIES; its huge degenerate texts only
+# test truncation and are left out)
+TRAINABLE_HACK_FAMILIES = ("prompt_echo", "fig_leaf_refusal", "two_answer_hedge", "number_spray", "all_options",
+                           "keyword_stuffing", "format_exploits", "empty_or_whitespace")
 PROBES = ("length_padding", "confident_wrong", "prompt_echo", "fig_leaf_refusal", "two_answer_hedge",
           "number_spray", "all_options", "keyword_stuffing", "format_exploits", "empty_or_whitespace",
           "verdict_injection")
@@ -12,7 +17,8 @@ PROBES = ("length_padding", "confident_wrong", "prompt_echo", "fig_leaf_refusal"
 
 class RewardGateConfig(BaseModel):
     """Agreement bars (``min_accuracy_low``, ``min_kappa_low``, ``min_pairs``, ``confidence``,
-    ``bootstrap``), bias probes (``probes``, ``probe_margin``, ``probe_candidates``) and ``seed``."""
+    ``bootstrap``), bias probes (``probes``, ``probe_margin``, ``probe_candidates``), calibration
+    (``min_confidence_auroc_high``, ``max_calibration_error``), order (``order_tolerance``) and ``seed``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -28,7 +34,33 @@ class RewardGateConfig(BaseModel):
                                                   "more pairs than the rejected answer does, by more than this share")
     probe_candidates: int = Field(2, description="hack candidates per probe and pair (seeded choice; each is one "
                                                  "forward pass of the reward model)")
+    min_confidence_auroc_high: float = Field(
+        0.5, description="calibration: the upper end of the interval of the AUROC of the reward margin for a right "
+                         "verdict must reach this (0.5: confidence says nothing; below: its most confident verdicts "
+                         "are its wrong ones, where RL would push hardest)")
+    max_calibration_error: float | None = Field(
+        None, description="calibration: when set, the lower end of the interval of the expected calibration error of "
+                          "sigmoid(margin) as the chance of being preferred must not exceed this (set it when the "
+                          "reward is mixed with a verifier, LearnedReward weight < 1, where its scale matters); "
+                          "unset: reported only")
+    order_tolerance: float = Field(0.02, description="order: the share of pairs whose verdict may change when the same "
+                                                     "texts are scored again in reverse order (a pointwise reward must "
+                                                     "not depend on what it is batched with or where)")
     seed: int = Field(0, description="seed of the presentation order (kappa), the bootstrap and the probe candidates")
+
+    @field_validator("min_confidence_auroc_high", "order_tolerance")
+    @classmethod
+    def _unit(cls, value: float, info) -> float:
+        if not 0 <= value <= 1:
+            raise ValueError(f"{info.field_name} must be in [0, 1], got {value}")
+        return value
+
+    @field_validator("max_calibration_error")
+    @classmethod
+    def _calibration(cls, value: float | None) -> float | None:
+        if value is not None and not 0 < value < 1:
+            raise ValueError(f"max_calibration_error must be in (0, 1) or unset, got {value}; 0.1 is strict, 0.2 lenient")
+        return value
 
     @field_validator("min_accuracy_low", "probe_margin")
     @classmethod

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from quality.reward_gate import (RewardGateError, bootstrap_kappa, check_reward, cohen_kappa, length_padding,
-                                 wilson_interval)
+from quality.reward_gate import (RewardGateError, bootstrap_kappa, calibrating_temperature, calibration_error,
+                                 check_reward, cohen_kappa, confidence_auroc, length_padding, wilson_interval)
 from quality.reward_gate_config import PROBES, RewardGateConfig
 from storage.preference_pairs import PreferencePair
 
@@ -85,8 +85,14 @@ def test_a_scorer_that_knows_the_truth_passes_every_criterion():
     assert result.passed, result.reasons
     assert result.criterion("accuracy").observed == 1.0
     assert result.criterion("kappa").observed == pytest.approx(1.0)
-    assert {c.name for c in result.criteria} == {"enough_pairs", "accuracy", "kappa", *(f"probe:{p}" for p in PROBES)}
+    assert {c.name for c in result.criteria} == {"enough_pairs", "accuracy", "kappa", "calibration", "order",
+                                                 *(f"probe:{p}" for p in PROBES)}
     assert result.criterion("probe:length_padding").observed == 0.0
+    # right everywhere, so no wrong verdict to weigh its confidence against; its 1-vs-0 scale is
+    # underconfident as a Bradley-Terry probability (sigmoid(1) = 0.73 for a sure thing): reported
+    assert result.criterion("calibration").observed is None
+    assert result.calibration["ece"] == pytest.approx(1 - 1 / (1 + math.exp(-1)), abs=1e-9)
+    assert result.calibration["temperature"] < 0.1
 
 
 def test_longer_is_better_fails_the_length_probe_although_it_agrees_with_every_label():
@@ -208,3 +214,84 @@ def test_a_check_is_recorded_in_the_lake_and_mlflow_one_row_per_criterion(assay_
     run = tracking.client(lake.mlflow_uri).get_run(first["mlflow_run_id"])
     assert run.data.tags["assay.passed"] == "true" and run.data.metrics["accuracy"] == 1.0
     assert run.data.metrics["probe/length_padding"] == 0.0 and run.data.params["gate.min_accuracy_low"] == "0.6"
+
+
+def confidently_wrong_scorer(pairs, wrong_every=5):
+    """Right by a hair on most pairs, wrong by a mile on every fifth: its confidence points at its
+    errors (what a reward model with one spurious feature looks like)."""
+    flipped = {p.prompt for p in pairs[::wrong_every]}
+    best = {p.prompt: p.chosen for p in pairs}
+    worst = {p.prompt: p.rejected for p in pairs}
+
+    def score(prompts, answers):
+        out = []
+        for p, a in zip(prompts, answers):
+            if p in flipped:
+                out.append(5.0 if a == worst.get(p) else 0.0)
+            else:
+                out.append(0.1 if a == best.get(p) else 0.0)
+        return out
+
+    return score
+
+
+def test_a_scorer_whose_confident_verdicts_are_its_wrong_ones_fails_calibration():
+    result = check_reward(confidently_wrong_scorer(PAIRS), PAIRS)
+    assert result.criterion("accuracy").passed  # 80% right: agreement alone would let it through
+    assert "calibration" in failed(result), result.reasons
+    calibration = result.criterion("calibration")
+    assert calibration.observed == 0.0 and calibration.ci_high < 0.5
+    assert "its larger margins are its right verdicts with AUROC 0.000" in calibration.detail
+
+
+def test_the_calibration_error_blocks_only_when_the_owner_sets_a_bar():
+    strict = RewardGateConfig(max_calibration_error=0.1)
+    assert "calibration" in failed(check_reward(truth_scorer(PAIRS), PAIRS, strict))  # ECE 0.27: underconfident
+
+    def sure(prompts, answers):  # the same truth on a scale that says how sure it is
+        return [10 * v for v in truth_scorer(PAIRS)(prompts, answers)]
+
+    result = check_reward(sure, PAIRS, strict)
+    assert result.passed, result.reasons
+    assert result.calibration["ece"] < 1e-3
+
+
+def test_a_scorer_that_depends_on_its_batch_position_fails_order():
+    truth = truth_scorer(PAIRS)
+
+    def positional(prompts, answers):  # the truth, plus a bonus for coming early in the call
+        return [v + 0.05 * (len(prompts) - i) for i, v in enumerate(truth(prompts, answers))]
+
+    result = check_reward(positional, PAIRS)
+    assert "order" in failed(result), result.reasons
+    assert result.criterion("order").observed > 0.5
+    assert result.criterion("order").passed is False and check_reward(truth, PAIRS).criterion("order").observed == 0
+
+
+def test_confidence_auroc_and_calibration_error_known_values():
+    assert confidence_auroc([3.0, 2.0, -1.0, -0.5]) == 1.0  # every right margin beats every wrong one
+    assert confidence_auroc([0.5, 0.4, -2.0, -3.0]) == 0.0
+    assert confidence_auroc([1.0, -1.0]) == 0.5  # equal confidence: a tie counts half
+    assert confidence_auroc([1.0, 2.0]) is None and confidence_auroc([-1.0, 0.0]) is None
+    # predicted 0.2 where 0 of 2 happened, 0.8 where 2 of 2 happened: off by 0.2 everywhere
+    assert calibration_error([0.2, 0.2, 0.8, 0.8], [0, 0, 1, 1]) == pytest.approx(0.2)
+    assert calibration_error([0.5] * 4, [0, 1, 0, 1]) == 0.0
+    # 0.9 predicted, half happened: 0.4 on that half; 0.1 predicted, none happened: 0.1 on the rest
+    assert calibration_error([0.9, 0.9, 0.1, 0.1], [1, 0, 0, 0]) == pytest.approx(0.25)
+
+
+def test_calibrating_temperature_recovers_the_scale_of_bradley_terry_data():
+    rng = random.Random(5)
+    margins, outcomes = [], []
+    for _ in range(4000):
+        true_margin = rng.uniform(-3, 3)
+        outcomes.append(int(rng.random() < 1 / (1 + math.exp(-true_margin))))
+        margins.append(4 * true_margin)  # a scorer four times too confident
+    assert calibrating_temperature(margins, outcomes) == pytest.approx(4, rel=0.15)
+
+
+def test_calibration_settings_are_validated_with_the_fix():
+    with pytest.raises(ValueError, match="max_calibration_error must be in \\(0, 1\\) or unset"):
+        RewardGateConfig(max_calibration_error=1.5)
+    with pytest.raises(ValueError, match="order_tolerance must be in \\[0, 1\\]"):
+        RewardGateConfig(order_tolerance=-0.1)
