@@ -32,6 +32,15 @@ was skipped (e.g. vLLM missing), 0 when every planned phase ran.
 ``--rehearse-on-cpu`` runs the same phases on the CPU with the tiny policy, to check the check
 itself (commands, figures, tables) where no GPU is at hand; its report says REHEARSAL and goes
 to the work folder, never to bench/results.
+
+``--backends torch`` leaves vLLM out (its phases are not planned at all). ``--random-weights
+FOLDER`` is for a GPU machine the SmolLM2 weights cannot reach (no registry, no shipped GGUF):
+``prepare`` builds the policy from FOLDER's ``config.json`` and tokenizer files with random
+weights (seed 0), and every training run keeps all groups in the update
+(``skip_zero_variance_groups: false``: random weights score 0 everywhere, so the default would
+skip every update). Same shapes, so the same compute per token as the real model; completions
+run to the length limit far more often than the real model's. Speed figures only: the scores and
+the learning mean nothing, and the report says so.
 """
 
 from __future__ import annotations
@@ -73,6 +82,14 @@ class Facts:
     train_backend_flag: bool = False             # `assay train --backend` exists in this checkout
 
 
+RANDOM_WEIGHTS_NOTE = ("random weights in SmolLM2's shape (config and tokenizer from {folder}): speed figures "
+                       "only; the scores and the learning mean nothing; completions mostly run to the length "
+                       "limit; every GRPO group enters the update (skip_zero_variance_groups false)")
+# what a policy folder needs besides its weights (copied by --random-weights when present)
+SHAPE_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json", "chat_template.jinja")
+
+
 @dataclass
 class Phase:
     name: str
@@ -92,8 +109,9 @@ def policy_of(options: argparse.Namespace) -> str:
     return "tiny" if options.rehearse_on_cpu else "smollm2"
 
 
-def zero_recipe(policy: str, stage: int) -> str:
-    """The policy's recipe with ``deepspeed.zero_stage`` set to ``stage``, as YAML."""
+def zero_recipe(policy: str, stage: int, keep_all_groups: bool = False) -> str:
+    """The policy's recipe with ``deepspeed.zero_stage`` set to ``stage``, as YAML; with
+    ``keep_all_groups``, ``skip_zero_variance_groups: false`` too (see ``--random-weights``)."""
     import yaml
 
     from training.config import recipe_path
@@ -101,7 +119,37 @@ def zero_recipe(policy: str, stage: int) -> str:
     data = yaml.safe_load(recipe_path(policy).read_text())
     data["deepspeed"] = {**data.get("deepspeed", {}), "zero_stage": stage}
     data["recipe"] = f"{policy}-zero{stage}"
+    if keep_all_groups:
+        data["skip_zero_variance_groups"] = False
+        data["recipe"] += "-allgroups"
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def random_policy(shape: str | os.PathLike, policy: str, seed: int = 0) -> Path:
+    """Build ``$ASSAY_HOME/models/<policy>`` from ``shape``'s config and tokenizer files with random
+    weights (``from_config``, seeded, float32 as the converted SmolLM2 is), unless it is there;
+    returns the folder. ``generation.policy`` then finds it before converting anything."""
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from generation.policy import models_dir, publish_folder
+
+    shape = Path(shape)
+    final = models_dir() / policy
+    if (final / "config.json").exists():
+        return final
+    config = AutoConfig.from_pretrained(shape)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    staging = final.parent / f".staging-random-{policy}"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging, safe_serialization=True)
+    for name in SHAPE_FILES:
+        if name != "config.json" and (shape / name).exists():
+            shutil.copy(shape / name, staging / name)
+    return publish_folder(staging, final)
 
 
 def build_plan(options: argparse.Namespace, facts: Facts, workdir: Path) -> tuple[list[Phase], list[str]]:
@@ -111,23 +159,35 @@ def build_plan(options: argparse.Namespace, facts: Facts, workdir: Path) -> tupl
     policy = policy_of(options)
     no_vllm = None if facts.vllm else ("vllm is not installed: install the project's vllm extra (`make install` "
                                        "on a GPU machine); this check installs nothing")
+    shape = getattr(options, "random_weights", None)
+    prepare = f"from generation.policy import policy_path; print(policy_path({policy!r}))"
+    if shape:
+        notes.append(RANDOM_WEIGHTS_NOTE.format(folder=shape))
+        prepare = (f"from bench.gpu_check import random_policy; "
+                   f"print(random_policy({str(Path(shape).resolve())!r}, {policy!r}))")
     planned: list[tuple[str, str, list[str], str | None]] = [  # name, ASSAY_HOME, command, why skipped
-        ("prepare", "shared", [sys.executable, "-c", f"from generation.policy import policy_path; "
-                                                    f"print(policy_path({policy!r}))"], None)]
+        ("prepare", "shared", [sys.executable, "-c", prepare], None)]
+    recipes: dict[str, tuple[str, str]] = {}
     for backend in options.backends:
         if not facts.train_backend_flag and backend == "vllm":
             notes.append("this checkout's `assay train` has no --backend option yet: GRPO trained with torch "
                          "rollouts only (no vLLM training run to compare)")
             continue
-        command = _cli("train", "--recipe", policy, "--domains", TRAIN_DOMAIN, "--steps", str(options.steps),
+        recipe = policy
+        if shape:  # the recipe with every group in the update (its own ZeRO stage kept)
+            from training.config import load_recipe
+
+            stage = load_recipe(policy).deepspeed.zero_stage
+            recipe = str(workdir / "recipes" / f"{policy}-{backend}-allgroups.yaml")
+            recipes[f"train-{backend}"] = (recipe, zero_recipe(policy, stage, keep_all_groups=True))
+        command = _cli("train", "--recipe", recipe, "--domains", TRAIN_DOMAIN, "--steps", str(options.steps),
                        "--run-name", f"gpu-check-{backend}", "--no-progress", "--json")
         if facts.train_backend_flag:
             command += ["--backend", backend]
         planned.append((f"train-{backend}", "train", command, no_vllm if backend == "vllm" else None))
-    recipes: dict[str, str] = {}
     for stage in options.zero_stages:
         recipe = workdir / "recipes" / f"{policy}-zero{stage}.yaml"
-        recipes[f"train-zero{stage}"] = (str(recipe), zero_recipe(policy, stage))
+        recipes[f"train-zero{stage}"] = (str(recipe), zero_recipe(policy, stage, keep_all_groups=bool(shape)))
         command = _cli("train", "--recipe", str(recipe), "--domains", TRAIN_DOMAIN, "--steps", str(options.zero_steps),
                        "--run-name", f"gpu-check-zero{stage}", "--no-progress", "--json")
         if facts.train_backend_flag:
@@ -259,9 +319,9 @@ def sweep_figures(home: Path, payload: dict) -> dict:
 
     domains = {d["domain"]: {"tokens_per_s": d["tokens_per_s"], "mean": d["mean"], "n": d["n"], "k": d["k"],
                              "seconds": d["seconds"]} for d in payload["domains"]}
-    totals = Lake(home).sql("SELECT CAST(sum(tokens) AS DOUBLE) AS tokens, CAST(sum(latency_s) AS DOUBLE) AS latency "
-                            "FROM results").to_dicts()[0]
-    tokens, latency = totals["tokens"] or 0.0, totals["latency"] or 0.0
+    rows = Lake(home).read("results", columns=["tokens", "latency_s"])  # polars alone: no DuckDB needed
+    tokens = float(rows["tokens"].sum()) if rows.height else 0.0
+    latency = float(rows["latency_s"].sum()) if rows.height else 0.0
     return {"domains": domains, "tokens_per_s": tokens / latency if latency else None,
             "completion_tokens": int(tokens), "generation_s": round(latency, 3), "seconds": payload["seconds"]}
 
@@ -295,6 +355,8 @@ def _fmt(value, digits: int = 2) -> str:
 def markdown(report: dict) -> str:
     device = report["device"]
     lines = ["**CPU REHEARSAL with the tiny policy: these are not GPU figures.**", ""] if report["rehearsal"] else []
+    if report.get("random_weights"):
+        lines += ["**RANDOM WEIGHTS in the policy's shape: speed figures only; scores and learning mean nothing.**", ""]
     lines += [f"GPU check {report['started_at']} on {device.get('name', 'the CPU')} (compute capability "
              f"{device.get('capability', 'n/a')}, {device.get('memory_gb', 'n/a')} GiB), torch {device.get('torch')} "
              f"({'CUDA ' + device['torch_cuda'] if device.get('torch_cuda') else 'CPU-only build'}), vLLM {report['vllm'] or 'not installed'}, commit {report['commit']}; "
@@ -332,7 +394,11 @@ def markdown(report: dict) -> str:
 
 
 def _commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    """This checkout's short commit; "unknown" where there is no git or no repository (a copied tree)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    except OSError:
+        return "unknown"
     return done.stdout.strip() or "unknown"
 
 
@@ -355,10 +421,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="engines to train and sweep with (default both, compared)")
     parser.add_argument("--rehearse-on-cpu", action="store_true",
                         help="run the phases on the CPU with the tiny policy (checks the check; not GPU figures)")
+    parser.add_argument("--random-weights", metavar="FOLDER", default=None,
+                        help="build the policy from FOLDER's config.json and tokenizer with random weights (where the "
+                             "real weights cannot be had); every group enters the update; speed figures only")
+    parser.add_argument("--commit", default=None, help="the commit to report (default: git rev-parse HEAD here; for a "
+                                                       "tree copied without .git)")
     parser.add_argument("--workdir", default=None, help="ASSAY_HOMEs of the phases (default: a new temp folder)")
     parser.add_argument("--out", default=None, help=f"where gpu_check.json and gpu_check.md go (default {DEFAULT_OUT}; "
                                                    "with --rehearse-on-cpu the work folder)")
     options = parser.parse_args(argv)
+    if options.random_weights and not (Path(options.random_weights) / "config.json").exists():
+        parser.error(f"--random-weights {options.random_weights}: no config.json there")
     for name in ("steps", "zero_steps", "limit", "samples"):
         if getattr(options, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(options, name)}")
@@ -406,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     logs = workdir / "logs"
     logs.mkdir(exist_ok=True)
     report = {"assay_gpu_check": 1, "rehearsal": options.rehearse_on_cpu, "policy": policy_of(options),
-              "started_at": started, "commit": _commit(), "device": facts.device,
+              "started_at": started, "commit": options.commit or _commit(), "device": facts.device,
+              "random_weights": options.random_weights,
               "vllm": facts.vllm, "config": {"steps": options.steps, "zero_stages": options.zero_stages,
                                              "zero_steps": options.zero_steps, "domains": options.domains, "limit": options.limit,
                                              "samples": options.samples, "budget_s": options.budget_s},

@@ -62,7 +62,7 @@ def test_without_a_gpu_it_exits_2_and_says_why(tmp_path):
 
 def _options(**overrides) -> argparse.Namespace:
     base = dict(steps=6, domains=["math_arith_easy"], limit=24, samples=4, budget_s=450.0, backends=["torch", "vllm"],
-                rehearse_on_cpu=False, zero_stages=[2, 3], zero_steps=3)
+                rehearse_on_cpu=False, zero_stages=[2, 3], zero_steps=3, random_weights=None)
     return argparse.Namespace(**{**base, **overrides})
 
 
@@ -109,6 +109,73 @@ def test_the_plan_follows_what_the_checkout_and_the_machine_offer(tmp_path):
     assert [p.name for p in phases] == ["prepare", "train-torch", "sweep-torch"]
     assert phases[1].command[phases[1].command.index("--recipe") + 1] == "tiny"
     assert "base-tiny" in phases[2].command
+
+
+def test_random_weights_plan_builds_the_policy_and_keeps_every_group(tmp_path):
+    """--random-weights (a GPU machine the real weights cannot reach): prepare builds the policy
+    from the folder's config and tokenizer, every training run keeps all groups in the update
+    (random weights score 0 everywhere: the default would skip every update), and a note says so."""
+    import yaml
+
+    from bench.gpu_check import Facts, build_plan
+    from training.config import load_recipe, parse_config
+
+    shape = tmp_path / "shape"
+    phases, notes = build_plan(_options(backends=["torch"], random_weights=str(shape)),
+                               Facts(cuda=True, vllm=None, train_backend_flag=True), tmp_path / "work")
+    by_name = {p.name: p for p in phases}
+    assert list(by_name) == ["prepare", "train-torch", "train-zero2", "train-zero3", "sweep-torch"]
+    assert "random_policy" in by_name["prepare"].command[-1] and str(shape) in by_name["prepare"].command[-1]
+    smollm2 = load_recipe("smollm2")
+    for name, stage in (("train-torch", smollm2.deepspeed.zero_stage), ("train-zero2", 2), ("train-zero3", 3)):
+        [(path, text)] = by_name[name].files.items()
+        command = by_name[name].command
+        assert command[command.index("--recipe") + 1] == path
+        config = parse_config(yaml.safe_load(text))
+        assert config.skip_zero_variance_groups is False and config.deepspeed.zero_stage == stage
+        assert config.model_dump(exclude={"recipe", "deepspeed", "skip_zero_variance_groups"}) == \
+            smollm2.model_dump(exclude={"recipe", "deepspeed", "skip_zero_variance_groups"})
+    assert any(n.startswith("random weights in SmolLM2's shape") and "speed figures only" in n for n in notes)
+    # without it the recipes are the shipped ones: train-torch names the recipe itself
+    phases, _ = build_plan(_options(backends=["torch"]), Facts(cuda=True, vllm=None, train_backend_flag=True), tmp_path)
+    assert phases[1].files == {} and phases[1].command[phases[1].command.index("--recipe") + 1] == "smollm2"
+
+
+def test_random_policy_is_the_shape_with_seeded_random_weights(tiny_source, assay_home):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    from bench.gpu_check import SHAPE_FILES, random_policy
+    from generation.policy import policy_path
+
+    shape = assay_home / "shape"
+    shape.mkdir(parents=True)
+    for name in SHAPE_FILES:
+        if (tiny_source / name).exists():
+            shutil.copy(tiny_source / name, shape / name)
+    assert not list(shape.glob("*.safetensors"))
+    built = random_policy(shape, "tiny")
+    assert built == policy_path("tiny") == assay_home / "models" / "tiny"  # found before anything is built
+    assert {p.name for p in shape.iterdir()} <= {p.name for p in built.iterdir()}
+    mine, theirs = load_file(built / "model.safetensors"), load_file(tiny_source / "model.safetensors")
+    assert mine.keys() == theirs.keys() and all(mine[k].shape == theirs[k].shape for k in mine)
+    assert all(t.dtype == torch.float32 for t in mine.values())
+    # seeded: a second build elsewhere draws the same weights
+    shutil.rmtree(built)
+    again = load_file(random_policy(shape, "tiny") / "model.safetensors")
+    assert all(torch.equal(mine[k], again[k]) for k in mine)
+
+
+def test_the_commit_is_unknown_without_git(monkeypatch):
+    import bench.gpu_check as check
+
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(check.subprocess, "run", no_git)
+    assert check._commit() == "unknown"
 
 
 @pytest.mark.slow
