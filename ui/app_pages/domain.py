@@ -229,7 +229,7 @@ if declared is not None or gate.height:
                      + "; ".join(f"{r['criterion']}: {r['detail']}" for r in failed.head(2).iter_rows(named=True)))
         else:
             st.success(f"Its learned reward passed its gate ({what}).")
-        st.dataframe(gate.select("criterion", "observed", "ci_low", "ci_high", "threshold", "passed").to_pandas(),
+        st.dataframe(gate.select("criterion", "observed", "ci_low", "ci_high", "threshold", "passed", "detail").to_pandas(),
                      hide_index=True, width="stretch")
 
 # -- difficulty measured on the policy (issue 13) -------------------------------------------------
