@@ -249,12 +249,13 @@ class GRPOConfig(_Strict):
     save_steps: int = Field(0, ge=0, description="save a checkpoint every N steps (0 = only at the end)")
     reward_hacking: RewardHackingMode = Field(
         "warn", description="domains with a learned reward: when the reward model's mean rises while the verifier's "
-                            "falls over the last reward_hacking_window steps (proxy over-optimisation, training."
-                            "overoptimisation): warn = flag it in MLflow, the log and the dashboard and train on; "
+                            "falls over the last reward_hacking_window steps, or since the run's first window (proxy "
+                            "over-optimisation, training.overoptimisation): warn = flag it in MLflow, the log and the dashboard and train on; "
                             "stop = flag it and end the run after saving that step's checkpoint")
     reward_hacking_window: int = Field(
         8, description=f"steps (of the domain's, at least {MIN_WINDOW}) the reward-hacking watch fits its "
-                       "least-squares slopes over; no verdict before that many are recorded")
+                       "least-squares slopes over, and compares the run's first such window with its latest; no "
+                       "verdict before that many are recorded")
     reward_hacking_min_change: float = Field(
         0.05, description="how much (reward units, 0-1) the learned reward must rise and the verifier fall over the "
                           "window for the watch to fire (besides both slopes clearing their noise, |t| >= 2)")

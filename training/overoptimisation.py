@@ -26,12 +26,24 @@ What it deliberately does not call over-optimisation (the tests hold it to this)
   look on the curves, but gold is not being traded away yet; Gao et al.'s over-optimisation is the
   gold score falling).
 
+A second rule looks further back, for a collapse the trailing window cannot see: once the run has
+``2 * window`` recorded steps, the mean of its **first** ``window`` steps (where the policy started)
+is compared with the mean of its **latest** ``window`` (Welch's two-sample t on the step means); it
+fires when the learned reward rose and the gold fell since the start, both by at least
+``min_change`` with ``|t| >= T_MIN``. This is the shape of the first CPU proof run (bench/RESULTS.md,
+"Learned rewards"): the gold score fell from an already low level within the first few steps,
+before the trailing window was full, then sat at zero while the learned reward stayed high, so no
+trailing window held a falling gold line; since the start it had clearly fallen. Either rule fires
+the verdict (``rule`` says which).
+
 Fewer than ``window`` recorded steps give no verdict (``None``), never a made-up number. A window
 is at least :data:`MIN_WINDOW` steps: with fewer a slope's standard error has under 2 degrees of
 freedom. The thresholds are a one-sided test at about the 5% level per slope for a window of 8
 (the critical t with 6 degrees of freedom is 1.94); both slopes must pass, so pure noise fires far
 less often than that: on independent noise (std 0.1 on both signals, window 8, ``min_change`` 0.05)
-0.14% of windows fire, and 5.7% of 50-step runs fire at some step (300 seeded runs). It is a watch,
+the trailing rule fires on 0.14% of windows and in 5.7% of 50-step runs at some step, the
+since-the-start rule on 0.08% of steps and in 1.3% of runs, the two together at 0.2% of steps and
+in 6.3% of runs (300 seeded runs each). It is a watch,
 not a proof: a run that fires should be looked at on its
 curves (the training page shows them) and its checkpoints swept.
 """
@@ -65,6 +77,36 @@ class Trend:
 
 
 @dataclass(frozen=True)
+class Shift:
+    """One signal's mean over the run's first window against its mean over the latest window."""
+
+    start: float   # mean of the first window's recorded steps
+    latest: float  # mean of the latest window's
+    change: float  # latest - start
+    t: float       # Welch's t of the difference; +-inf when neither window varies and the means differ
+
+    def as_dict(self) -> dict:
+        return {"start": round(self.start, 6), "latest": round(self.latest, 6), "change": round(self.change, 6),
+                "t": _finite_or_text(self.t)}
+
+
+def shift(start: list[float], latest: list[float]) -> Shift:
+    """Welch's two-sample comparison of ``latest`` with ``start`` (at least 2 values each)."""
+    if len(start) < 2 or len(latest) < 2:
+        raise ValueError("a shift needs at least 2 values on each side")
+    a, b = sum(start) / len(start), sum(latest) / len(latest)
+    va = sum((v - a) ** 2 for v in start) / (len(start) - 1)
+    vb = sum((v - b) ** 2 for v in latest) / (len(latest) - 1)
+    se = math.sqrt(va / len(start) + vb / len(latest))
+    change = b - a
+    if se <= 1e-12:
+        t = 0.0 if abs(change) <= 1e-12 else math.copysign(math.inf, change)
+    else:
+        t = change / se
+    return Shift(start=a, latest=b, change=change, t=t)
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The watch's decision on one domain's trailing window, with its evidence."""
 
@@ -77,21 +119,33 @@ class Verdict:
     gold: Trend     # score_mean: the verifier's mean score on the same rollouts
     min_change: float
     t_min: float = T_MIN
+    # the run's first window against its latest (None before 2 * window recorded steps)
+    learned_shift: Shift | None = None
+    gold_shift: Shift | None = None
+    rule: str | None = None  # what fired: "trend" (the trailing window) or "since_start"; None if nothing
 
     def evidence(self) -> dict:
         """Plain data for an MLflow tag, the run state and the log."""
-        return {"domain": self.domain, "fired": self.fired, "first_step": self.first_step,
+        return {"domain": self.domain, "fired": self.fired, "rule": self.rule, "first_step": self.first_step,
                 "last_step": self.last_step, "steps": self.steps, "learned": self.learned.as_dict(),
-                "gold": self.gold.as_dict(), "min_change": self.min_change, "t_min": self.t_min}
+                "gold": self.gold.as_dict(),
+                "since_start": None if self.learned_shift is None else {
+                    "learned": self.learned_shift.as_dict(), "gold": self.gold_shift.as_dict()},
+                "min_change": self.min_change, "t_min": self.t_min}
 
     def describe(self) -> str:
-        what = "proxy over-optimisation" if self.fired else "no proxy over-optimisation"
-        return (f"{self.domain}: {what} over steps {self.first_step}-{self.last_step} ({self.steps} steps): "
+        what = f"proxy over-optimisation ({self.rule})" if self.fired else "no proxy over-optimisation"
+        text = (f"{self.domain}: {what} over steps {self.first_step}-{self.last_step} ({self.steps} steps): "
                 f"learned reward {self.learned.first:.3f} -> {self.learned.last:.3f} "
                 f"(change {self.learned.change:+.3f}, t {_fmt_t(self.learned.t)}), verifier (gold) "
                 f"{self.gold.first:.3f} -> {self.gold.last:.3f} (change {self.gold.change:+.3f}, "
-                f"t {_fmt_t(self.gold.t)}); fires when the learned reward rises and the verifier falls by "
-                f">= {self.min_change:g} each with |t| >= {self.t_min:g}")
+                f"t {_fmt_t(self.gold.t)})")
+        if self.learned_shift is not None:
+            text += (f"; since the start: learned mean {self.learned_shift.start:.3f} -> {self.learned_shift.latest:.3f}"
+                     f" (t {_fmt_t(self.learned_shift.t)}), verifier mean {self.gold_shift.start:.3f} -> "
+                     f"{self.gold_shift.latest:.3f} (t {_fmt_t(self.gold_shift.t)})")
+        return (text + f"; fires when the learned reward rises and the verifier falls by >= {self.min_change:g} each "
+                       f"with |t| >= {self.t_min:g}, over the trailing window or since the start")
 
 
 def _finite_or_text(value: float):
@@ -151,10 +205,20 @@ def judge(points: list[tuple[int, float, float]], domain: str, *, window: int, m
     steps = [p[0] for p in tail]
     learned = fit(steps, [p[1] for p in tail])
     gold = fit(steps, [p[2] for p in tail])
-    fired = (learned.change >= min_change and learned.t >= t_min
+    trend = (learned.change >= min_change and learned.t >= t_min
              and gold.change <= -min_change and gold.t <= -t_min)
-    return Verdict(domain=domain, fired=fired, first_step=steps[0], last_step=steps[-1], steps=len(tail),
-                   learned=learned, gold=gold, min_change=min_change, t_min=t_min)
+    learned_shift = gold_shift = None
+    since_start = False
+    if len(points) >= 2 * window:  # the first and latest windows do not overlap
+        head = points[:window]
+        learned_shift = shift([p[1] for p in head], [p[1] for p in tail])
+        gold_shift = shift([p[2] for p in head], [p[2] for p in tail])
+        since_start = (learned_shift.change >= min_change and learned_shift.t >= t_min
+                       and gold_shift.change <= -min_change and gold_shift.t <= -t_min)
+    rule = "trend" if trend else "since_start" if since_start else None
+    return Verdict(domain=domain, fired=rule is not None, first_step=steps[0], last_step=steps[-1], steps=len(tail),
+                   learned=learned, gold=gold, min_change=min_change, t_min=t_min, learned_shift=learned_shift,
+                   gold_shift=gold_shift, rule=rule)
 
 
 def watch(history: Iterable[Mapping], domain: str, *, window: int, min_change: float) -> Verdict | None:

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from training.config import RecipeError, load_recipe
-from training.overoptimisation import MIN_WINDOW, T_MIN, fit, judge, points_of, watch
+from training.overoptimisation import MIN_WINDOW, T_MIN, fit, judge, points_of, shift, watch
 
 WINDOW, MIN_CHANGE = 8, 0.05
 
@@ -39,7 +39,8 @@ def test_the_real_pattern_fires_with_its_evidence():
     evidence = verdict.evidence()
     assert json.loads(json.dumps(evidence)) == evidence  # plain data: an MLflow tag, the run state
     assert evidence["fired"] and evidence["learned"]["slope"] > 0 > evidence["gold"]["slope"]
-    assert "proxy over-optimisation over steps 1-8" in verdict.describe()
+    assert "proxy over-optimisation (trend) over steps 1-8" in verdict.describe() and verdict.rule == "trend"
+    assert evidence["since_start"] is None  # 8 steps: no first window apart from the latest yet
 
 
 def test_noise_without_a_trend_does_not_fire():
@@ -94,6 +95,56 @@ def test_too_few_steps_give_no_verdict_and_only_the_trailing_window_counts():
         judge(history, "d", window=MIN_WINDOW - 1, min_change=MIN_CHANGE)
     with pytest.raises(ValueError, match="at least 3 points"):
         fit([1, 2], [0.0, 1.0])
+
+
+# The first CPU proof run (bench/RESULTS.md, "Learned rewards"): GRPO on a gated SmolLM2 reward model of
+# math_arith_easy learned to restate the expression ("3 + 8") instead of answering; per step, the
+# reward model's mean reward and the verifier's mean score on the same 16 rollouts, as recorded.
+PROOF_LEARNED = [0.0, 0.151, 0.04, 0.423, 0.277, 0.483, 0.725, 0.765, 0.568, 0.605, 0.94, 0.819, 0.94, 0.669, 0.748,
+                 0.968, 0.775, 0.978, 0.971, 0.828, 0.937, 0.817, 0.816, 0.767, 0.964, 0.921, 0.957, 0.756, 0.879,
+                 0.94, 0.834, 0.906, 0.923, 0.891, 0.932, 0.93, 0.933, 0.908, 0.871, 0.963]
+PROOF_GOLD = [0.0, 0.0625, 0.125, 0.375, 0.0, 0.0625, 0.0, 0.375, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.125, 0.0,
+              0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.4375, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+              0.0, 0.0]
+
+
+def test_a_collapse_before_the_first_full_window_is_caught_since_the_start():
+    """The proof run's shape: the verifier fell from a low level within the first steps, then sat at 0
+    while the learned reward stayed high. No trailing window holds a falling gold line (the first
+    rule never fired in that run); against the run's first window it clearly fell."""
+    points = _points(PROOF_LEARNED, PROOF_GOLD)
+    verdicts = {k: judge(points[:k], "d", window=WINDOW, min_change=MIN_CHANGE) for k in range(WINDOW, 41)}
+    assert not any(v.rule == "trend" for v in verdicts.values())
+    fired = [k for k, v in verdicts.items() if v.fired]
+    assert fired and fired[0] == 25 and all(verdicts[k].rule == "since_start" for k in fired)
+    first = verdicts[25]
+    assert first.learned_shift.change > 0.5 and first.learned_shift.t >= T_MIN
+    assert first.gold_shift.start == pytest.approx(0.125) and first.gold_shift.latest == 0.0
+    assert first.gold_shift.t <= -T_MIN
+    evidence = first.evidence()
+    assert json.loads(json.dumps(evidence)) == evidence and evidence["rule"] == "since_start"
+    assert "since the start: learned mean" in first.describe()
+
+
+def test_since_the_start_needs_both_to_move_and_stays_quiet_on_noise():
+    rising = _line(0.2, 0.02, n=24, noise=0.05, seed=11)
+    # learned up, gold up: the hoped-for case
+    assert not judge(_points(rising, _line(0.1, 0.01, n=24, noise=0.03, seed=12)), "d", window=WINDOW,
+                     min_change=MIN_CHANGE).fired
+    # learned flat, gold down since the start: worse, but not by exploiting the reward model
+    assert not judge(_points([0.5] * 24, [0.4] * 8 + [0.0] * 16), "d", window=WINDOW, min_change=MIN_CHANGE).fired
+    # learned up, gold flat (an exactly constant verifier): gains that do not transfer, nothing traded away
+    assert not judge(_points(rising, [0.0] * 24), "d", window=WINDOW, min_change=MIN_CHANGE).fired
+    fired = 0
+    for seed in range(200):
+        verdict = judge(_points(_line(0.5, 0.0, n=24, noise=0.1, seed=seed),
+                                _line(0.5, 0.0, n=24, noise=0.1, seed=20_000 + seed)), "d", window=WINDOW,
+                        min_change=MIN_CHANGE)
+        fired += verdict.rule == "since_start"
+    assert fired <= 3  # both Welch t beyond 2: noise fires about 0.1% of such verdicts
+    assert shift([0.1, 0.1], [0.1, 0.1]).t == 0 and shift([0.0, 0.0], [1.0, 1.0]).t == math.inf
+    with pytest.raises(ValueError, match="at least 2 values"):
+        shift([0.1], [0.2, 0.3])
 
 
 def test_history_rows_are_read_per_domain_skipping_steps_without_the_learned_reward():

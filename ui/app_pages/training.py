@@ -113,7 +113,8 @@ if learned.height:
     st.caption("Per domain rewarded by a reward model and step: the reward model's mean reward (sigmoid, 0-1) "
                "and the verifier's mean score on the same rollouts, the gold signal. The trainer flags proxy "
                "over-optimisation when, over its trailing window of steps (recipe reward_hacking_window), the "
-               "least-squares slope of the learned reward rises and the verifier's falls, each by at least "
+               "least-squares slope of the learned reward rises and the verifier's falls, or when, since the run's "
+               "first window, the learned reward's mean rose and the verifier's fell, each by at least "
                "reward_hacking_min_change with |t| >= 2 (training.overoptimisation); reward_hacking: stop ends "
                "the run there.")
     tags = run.get("tags", {}) if "error" not in run else {}
