@@ -136,6 +136,23 @@ def format_exploits(sample: dict) -> list[str]:
             "\n".join(f"<answer>{v}</answer>" for v in values)]
 
 
+_PIECE = re.compile(r"\n+|(?<=[.?!:])\s+")
+
+
+def question_fragments(sample: dict) -> list[str]:
+    """Pieces of the question handed back without an answer: each line or sentence of the prompt,
+    with and without a trailing '=' or '?' (the expression restated: '6 + 4 =' -> '6 + 4'). A GRPO
+    run on a reward model learned exactly this (bench/RESULTS.md, "Learned rewards"): the whole
+    prompt echoed is ``prompt_echo``; this is its part that looks like work."""
+    out = []
+    for piece in _PIECE.split(_prompt(sample)):
+        piece = piece.strip()
+        for text in (piece, piece.rstrip("=?: ").strip()):
+            if len(text) >= 3 and not _NUMBER.fullmatch(text):  # a single plain value might be the answer
+                out.append(text)
+    return _distinct(out, 12)
+
+
 _REFUSAL = "I'm sorry, but I can't help with that."
 
 
@@ -163,6 +180,18 @@ GENERIC_FAMILIES: dict[str, Family] = {
     "keyword_stuffing": keyword_stuffing,
     "format_exploits": format_exploits,
     "fig_leaf_refusal": fig_leaf_refusal,
+}
+
+
+# The families a learned reward is probed with and may be trained against (quality.reward_gate,
+# training.verified_pairs): the generic ones but the huge degenerate texts (they only test
+# truncation), plus question_fragments. That one is not a domain attack (not in GENERIC_FAMILIES):
+# a verifier may rightly pay a piece of the question that is, or names, the answer (a string task
+# whose answer is an input line left as it was, a scene's object named in its line), which a
+# reward model compared with the labelled answer is not let off for.
+REWARD_MODEL_FAMILIES: dict[str, Family] = {
+    **{name: family for name, family in GENERIC_FAMILIES.items() if name != "degenerate_text"},
+    "question_fragments": question_fragments,
 }
 
 
@@ -318,4 +347,4 @@ def write_attacks(lake, reports: Sequence[DomainAttack], *, source: str) -> str:
     return run
 
 
-__all__ = ["GENERIC_FAMILIES", "DomainAttack", "FamilyResult", "attack_domain", "attack_rows", "write_attacks"]
+__all__ = ["GENERIC_FAMILIES", "REWARD_MODEL_FAMILIES", "DomainAttack", "FamilyResult", "attack_domain", "attack_rows", "write_attacks"]

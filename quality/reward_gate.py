@@ -18,10 +18,12 @@ A learned reward is a verifier nobody wrote, so it is judged like one before tra
   reward model from failing for its ordinary errors: a hack should do no better than a real, worse
   answer. Families: ``length_padding`` (the rejected answer padded with filler that adds nothing),
   ``confident_wrong`` (the rejected answer stated with certainty), ``verdict_injection`` (a grader's
-  "Yes" written into the answer, what pays a judge that obeys its input), and the prompt-only hacks of
-  ``assay domains attack`` (:data:`quality.reward_attacks.GENERIC_FAMILIES`: the prompt echoed,
-  fig-leaf refusals, two-answer hedges, number sprays, all options, keyword stuffing, format exploits,
-  empty answers; its huge degenerate texts only test truncation and are left out).
+  "Yes" written into the answer, what pays a judge that obeys its input), and the prompt-only hacks
+  of :data:`quality.reward_attacks.REWARD_MODEL_FAMILIES`: those of ``assay domains attack`` (the
+  prompt echoed, fig-leaf refusals, two-answer hedges, number sprays, all options, keyword stuffing,
+  format exploits, empty answers; its huge degenerate texts only test truncation and are left out)
+  and ``question_fragments``, a line or sentence of the question restated without an answer (what
+  the first GRPO run on a gated reward model learned: "3 + 8" for "3 + 8 =").
 
 - ``calibration``: its confidence must track its correctness: the AUROC of the margin
   |chosen - rejected| for a right verdict (Mann-Whitney; bootstrap interval) must not lie wholly
@@ -53,7 +55,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-from quality.reward_attacks import GENERIC_FAMILIES
+from quality.reward_attacks import REWARD_MODEL_FAMILIES
 from quality.reward_gate_config import TRAINABLE_HACK_FAMILIES, RewardGateConfig
 from storage.preference_pairs import PreferencePair
 
@@ -213,7 +215,7 @@ def verdict_injection(pair: PreferencePair) -> list[str]:
 
 
 def _attack_family(name: str) -> Callable[[PreferencePair], list[str]]:
-    family = GENERIC_FAMILIES[name]
+    family = REWARD_MODEL_FAMILIES[name]
 
     def build(pair: PreferencePair) -> list[str]:
         # the attack families read the prompt (and metadata) only, never the answer

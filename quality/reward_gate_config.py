@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# the prompt-only hack families of `assay domains attack` the gate probes with, and which pairs
-# builders may train against (quality.reward_attacks.GENERIC_FAMILIES; its huge degenerate texts only
-# test truncation and are left out)
+# the prompt-only hack families the gate probes with and pairs builders may train against
+# (quality.reward_attacks.REWARD_MODEL_FAMILIES: those of `assay domains attack` but its huge
+# degenerate texts, plus pieces of the question restated)
 TRAINABLE_HACK_FAMILIES = ("prompt_echo", "fig_leaf_refusal", "two_answer_hedge", "number_spray", "all_options",
-                           "keyword_stuffing", "format_exploits", "empty_or_whitespace")
+                           "keyword_stuffing", "format_exploits", "empty_or_whitespace", "question_fragments")
 PROBES = ("length_padding", "confident_wrong", "prompt_echo", "fig_leaf_refusal", "two_answer_hedge",
           "number_spray", "all_options", "keyword_stuffing", "format_exploits", "empty_or_whitespace",
-          "verdict_injection")
+          "verdict_injection", "question_fragments")
 
 
 class RewardGateConfig(BaseModel):

@@ -14,7 +14,7 @@ the first of ``Answer: X``, ``<answer>X</answer>`` or ``X`` under which the refe
 Two optional sources, each pair again confirmed by the scorer:
 
 - ``hack_families``: the reference against one hack per family built from the prompt alone
-  (:data:`quality.reward_attacks.GENERIC_FAMILIES`, as ``assay domains attack`` builds them), so the
+  (:data:`quality.reward_attacks.REWARD_MODEL_FAMILIES`, as ``assay domains attack`` builds them), so the
   reward model is taught not to pay what a policy under RL would try first. The gate probes with
   the same families on held-out prompts: for a family trained on, a pass shows it generalises across
   prompts, not to a new kind of hack (families left out of training still test that).
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from domains import Domain
-from quality.reward_attacks import GENERIC_FAMILIES
+from quality.reward_attacks import REWARD_MODEL_FAMILIES
 from storage.preference_pairs import PreferencePair, pair_id
 from training.reward_config import VerifiedPairsConfig
 
@@ -83,7 +83,7 @@ def _hack_pairs(domain: Domain, sample: dict, chosen: str, families: Sequence[st
     # one hack per family: the first of a seeded order the verifier confirms 0.0
     out = []
     for family in families:
-        candidates = [c for c in dict.fromkeys(GENERIC_FAMILIES[family](sample)) if c.strip() != chosen.strip()]
+        candidates = [c for c in dict.fromkeys(REWARD_MODEL_FAMILIES[family](sample)) if c.strip() != chosen.strip()]
         rng.shuffle(candidates)
         candidates = candidates[:8]
         scores = domain.safe_score_many(candidates, [sample] * len(candidates)) if candidates else []

@@ -295,3 +295,32 @@ def test_calibration_settings_are_validated_with_the_fix():
         RewardGateConfig(max_calibration_error=1.5)
     with pytest.raises(ValueError, match="order_tolerance must be in \\[0, 1\\]"):
         RewardGateConfig(order_tolerance=-0.1)
+
+
+def test_a_scorer_paying_the_question_restated_fails_the_fragment_probe():
+    """What the first GRPO run on a gated reward model learned: "3 + 8" for "What is 3 + 8 =".
+    A scorer that likes answers made of the question's own words, short ones best, is caught by
+    question_fragments; the whole prompt echoed (prompt_echo) is long, so it does not catch it."""
+    truth = truth_scorer(PAIRS)
+
+    def likes_restating(prompts, answers):
+        out = []
+        for p, a, t in zip(prompts, answers, truth(prompts, answers)):
+            restated = a.strip() and a.strip() in p and a.strip() != p.strip()
+            out.append(3.0 if restated else t)
+        return out
+
+    result = check_reward(likes_restating, PAIRS)
+    assert result.criterion("accuracy").passed and "probe:question_fragments" in failed(result), result.reasons
+    assert "probe:question_fragments" not in failed(check_reward(truth, PAIRS))
+
+
+def test_question_fragments_restate_pieces_of_the_question_never_a_single_value():
+    from quality.reward_attacks import question_fragments
+
+    sample = {"prompt": "State the final answer to the following arithmetic problem: 6 + 4 =\n"
+                        "Finish with a line 'Answer: <number>'."}
+    fragments = question_fragments(sample)
+    assert "6 + 4 =" in fragments and "6 + 4" in fragments
+    assert all(not f.strip().lstrip("-").replace(".", "").isdigit() for f in fragments)
+    assert question_fragments({"prompt": "12\n7?"}) == []  # only single values: nothing to restate safely
