@@ -154,9 +154,10 @@ def load_network(folder: str | Path):
 
 
 def score_texts(network, tokenizer, prompts: Sequence[str], answers: Sequence[str], *, max_length: int,
-                batch_size: int = 16) -> list[float]:
+                batch_size: int = 16, autocast_bf16: bool = False) -> list[float]:
     """The network's reward for each (prompt, answer), without gradients, ``batch_size`` at a time
-    (batches are sorted by length so padding stays small; results come back in input order)."""
+    (batches are sorted by length so padding stays small; results come back in input order), in
+    bfloat16 autocast when asked (a model trained so is scored so: the gate and GRPO alike)."""
     import torch
 
     if len(prompts) != len(answers):
@@ -166,11 +167,11 @@ def score_texts(network, tokenizer, prompts: Sequence[str], answers: Sequence[st
     was_training = network.training
     network.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast_bf16):
             for start in range(0, len(order), batch_size):
                 chunk = order[start:start + batch_size]
                 batch = encode(tokenizer, [prompts[i] for i in chunk], [answers[i] for i in chunk], max_length)
-                for i, value in zip(chunk, network(**batch).tolist()):
+                for i, value in zip(chunk, network(**batch).float().tolist()):
                     out[i] = float(value)
     finally:
         network.train(was_training)
@@ -202,6 +203,13 @@ class RewardScorer:
     def max_length(self) -> int:
         return int(self.metadata.get("max_length") or DEFAULT_MAX_LENGTH)
 
+    @property
+    def autocast_bf16(self) -> bool:
+        """Whether to score in bfloat16 autocast: the model was trained so and this CPU computes bf16."""
+        from generation.device import cpu_computes_bf16
+
+        return bool(self.metadata.get("autocast_bf16")) and cpu_computes_bf16()
+
     def __call__(self, prompts: Sequence[str], answers: Sequence[str]) -> list[float]:
         return score_texts(self.network, self.tokenizer, list(prompts), list(answers), max_length=self.max_length,
-                           batch_size=self.batch_size)
+                           batch_size=self.batch_size, autocast_bf16=self.autocast_bf16)

@@ -157,7 +157,7 @@ def train_reward_model(lake: Lake, tracking_uri: str, domain: str, pairs: Sequen
             prompts = [p.prompt for p in subset]
             scores = score_texts(network, tokenizer, prompts + prompts, [p.chosen for p in subset]
                                  + [p.rejected for p in subset], max_length=config.max_length,
-                                 batch_size=max(config.batch_size, 8))
+                                 batch_size=max(config.batch_size, 8), autocast_bf16=autocast)
             return pair_accuracy(scores[:len(subset)], scores[len(subset):])
 
         train_accuracy, heldout_accuracy = accuracy_on(train), accuracy_on(heldout)
@@ -166,7 +166,7 @@ def train_reward_model(lake: Lake, tracking_uri: str, domain: str, pairs: Sequen
         save_reward_model(network, tokenizer, folder, {
             "reward_model": ident, "domain": domain, "base_model": config.base, "max_length": config.max_length,
             "text_format": text_format(tokenizer), "pairs_fingerprint": fingerprint,
-            "shuffled_labels": config.shuffle_labels, "created_at": created})
+            "shuffled_labels": config.shuffle_labels, "created_at": created, "autocast_bf16": autocast})
         write_pairs(heldout, folder / HELDOUT_FILE)
         tracker.log_artifact(str(folder / HELDOUT_FILE))
         record = RewardModelRecord(

@@ -77,6 +77,26 @@ def test_the_label_shuffled_control_fails_its_gate(lake):
     assert not gate.criterion("accuracy").passed, gate.reasons
 
 
+def test_a_model_trained_in_bf16_autocast_is_scored_so(lake):
+    from generation.device import cpu_computes_bf16
+    from generation.reward_scorer import RewardScorer, read_metadata
+
+    record = train_reward_model(lake, lake.mlflow_uri, "toy_colors", toy_pairs(120),
+                                RewardTrainConfig(**FAST, autocast_bf16=True))
+    native = cpu_computes_bf16()  # a CPU that only emulates bf16 trains and scores in fp32
+    assert read_metadata(record.path)["autocast_bf16"] is native
+    scorer = RewardScorer.load(record.path)
+    assert scorer.autocast_bf16 is native
+    heldout = read_pairs(record.heldout_path)
+    gate = check_reward(scorer, heldout)
+    assert gate.criterion("accuracy").passed and gate.criterion("order").passed, gate.reasons
+    # bf16 rounds each score by well under the gap between a chosen and a rejected answer
+    scorer.metadata["autocast_bf16"] = False
+    exact = scorer([p.prompt for p in heldout], [p.chosen for p in heldout])
+    scorer.metadata["autocast_bf16"] = native
+    assert scorer([p.prompt for p in heldout], [p.chosen for p in heldout]) == pytest.approx(exact, abs=0.1)
+
+
 def test_scores_do_not_depend_on_the_batch_a_text_is_padded_in(lake, tiny_source):
     from generation.reward_scorer import new_network, score_texts
 
