@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             "heldout_pairs": record.heldout_pairs, "steps": record.steps, "train_seconds": round(record.train_seconds, 1),
             "final_loss": record.final_loss, "train_accuracy": record.train_accuracy,
             "gate_seconds": round(gate_seconds, 1), "passed": gate.passed, "reasons": gate.reasons,
-            "heldout_by_source": _by_source(gate, heldout), "calibration": gate.calibration,
+            "heldout_by_source": _by_source(gate, heldout), "calibration_figures": gate.calibration,
             **{c.name: {"observed": c.observed, "ci": [c.ci_low, c.ci_high], "threshold": c.threshold,
                         "passed": c.passed} for c in gate.criteria}}
         print(json.dumps({label: report["runs"][label]}, default=str), file=sys.stderr, flush=True)
