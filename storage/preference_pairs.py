@@ -30,15 +30,23 @@ MAX_PROBLEMS_SHOWN = 10
 class PairsFileError(ValueError):
     """A pairs file that cannot be used, with every problem (line numbers) in ``problems``."""
 
-    def __init__(self, source: str, problems: Sequence[str]):
+    def __init__(self, source: str, problems: Sequence[str], duplicates: int = 0):
         self.source = source
         self.problems = list(problems)
+        self.duplicates = duplicates
         shown = "; ".join(self.problems[:MAX_PROBLEMS_SHOWN])
         more = len(self.problems) - MAX_PROBLEMS_SHOWN
+        hints = []
+        if len(self.problems) > duplicates:
+            hints.append(f"each line must be a JSON object with non-empty string fields {', '.join(FIELDS)} and "
+                         "chosen != rejected")
+        if duplicates:  # raters' exports repeat pairs; say how to go on without editing the file by hand
+            hints.append(f"{duplicates} line(s) repeat an earlier pair: remove them, or pass --drop-duplicates to "
+                         "keep each pair's first line (the dropped lines are counted in the output)")
+        hint = "; ".join(hints)
         super().__init__(f"{source}: {len(self.problems)} problem(s), nothing was used: {shown}"
                          + (f"; and {more} more" if more > 0 else "")
-                         + f". Each line must be a JSON object with non-empty string fields {', '.join(FIELDS)} "
-                           "and chosen != rejected")
+                         + ". " + hint[:1].upper() + hint[1:])
 
 
 @dataclass(frozen=True)
@@ -81,10 +89,14 @@ def _line_problem(value: dict) -> str | None:
     return None
 
 
-def read_pairs(path: str | Path) -> list[PreferencePair]:
+def read_pairs(path: str | Path, *, drop_duplicates: bool = False,
+               dropped: list[int] | None = None) -> list[PreferencePair]:
     """Every pair of ``path`` (JSONL; CSV and Parquet with the same columns work too), or
     :class:`PairsFileError` naming each bad line. Blank lines are layout and skipped; duplicate
-    pairs and reused ids are problems (a duplicate would count twice in training and agreement)."""
+    pairs and reused ids are problems (a duplicate would count twice in training and agreement).
+    With ``drop_duplicates`` a line repeating an earlier pair's three texts is skipped instead and
+    its line number appended to ``dropped``, so the caller can say how many went; an id reused for
+    different texts is still a problem, since which of them the id means is unknowable."""
     path = Path(path)
     try:
         records = list(read_records(path))
@@ -94,6 +106,7 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
     pairs: list[PreferencePair] = []
     seen_ids: dict[str, int] = {}
     seen_texts: dict[tuple[str, str, str], int] = {}
+    duplicates = 0
     for record in records:
         if record.error is not None:
             problems.append(f"line {record.line}: {record.error}")
@@ -106,6 +119,11 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
         texts = (value["prompt"], value["chosen"], value["rejected"])
         ident = str(value["id"]).strip() if "id" in value else pair_id(*texts)
         if texts in seen_texts:
+            if drop_duplicates:
+                if dropped is not None:
+                    dropped.append(record.line)
+                continue
+            duplicates += 1
             problems.append(f"line {record.line}: the same pair as line {seen_texts[texts]}")
             continue
         if ident in seen_ids:
@@ -117,7 +135,7 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
     if not pairs and not problems:
         problems.append("no pairs (the file is empty)")
     if problems:
-        raise PairsFileError(str(path), problems)
+        raise PairsFileError(str(path), problems, duplicates=duplicates)
     return pairs
 
 

@@ -86,3 +86,27 @@ def test_a_split_that_leaves_a_side_empty_says_what_to_do():
     pairs = [PreferencePair(id=str(j), prompt="one prompt", chosen=f"c{j}", rejected=f"r{j}") for j in range(5)]
     with pytest.raises(ValueError, match="1 distinct prompts.*add pairs with more distinct prompts"):
         split_pairs(pairs, 0.5, seed=0)
+
+
+def test_repeated_pairs_are_refused_with_the_way_on_or_dropped_and_counted_when_asked(tmp_path):
+    lines = [good(1), good(2), good(1), good(3), good(2), good(1)]
+    path = write_lines(tmp_path / "repeats.jsonl", lines)
+    with pytest.raises(PairsFileError) as caught:
+        read_pairs(path)
+    assert caught.value.duplicates == 3
+    message = str(caught.value)
+    assert "--drop-duplicates" in message and "3 line(s) repeat an earlier pair" in message
+    assert "must be a JSON object" not in message  # only the hint that applies
+
+    dropped: list[int] = []
+    pairs = read_pairs(path, drop_duplicates=True, dropped=dropped)
+    assert [p.line for p in pairs] == [1, 2, 4] and dropped == [3, 5, 6]
+
+
+def test_dropping_duplicates_still_refuses_every_other_problem(tmp_path):
+    lines = [good(1, id="a"), good(1, id="a"), good(2, id="a"), '{"prompt": "p"}']
+    with pytest.raises(PairsFileError) as caught:
+        read_pairs(write_lines(tmp_path / "mixed.jsonl", lines), drop_duplicates=True)
+    problems = caught.value.problems
+    assert [p.split(":")[0] for p in problems] == ["line 3", "line 4"]  # the id reused for other texts, the bad line
+    assert "id 'a' is already used on line 1" in problems[0] and caught.value.duplicates == 0
