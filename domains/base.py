@@ -67,6 +67,13 @@ class LearnedReward:
     - ``weight``: the learned reward's share of the domain's primary reward term, in (0, 1]: GRPO's
       ``score`` term becomes ``weight * learned + (1 - weight) * score``; 1.0 (default) replaces the
       domain's scorer, which is still computed and logged as the gold signal.
+    - ``gate``: the domain's bar for its reward model, overrides of the gate's defaults by field of
+      ``quality.reward_gate_config.RewardGateConfig`` (e.g. ``{"min_accuracy_low": 0.75}``, or
+      ``{"probes": [...]}`` without a probe whose hack is a right answer here). ``assay reward
+      check DOMAIN`` runs with it, and GRPO, the Dagster check and promotion accept only a check
+      whose bar was at least this strict: a laxer bar on the command line cannot let a reward
+      model into training. Checked in full by ``assay domains check`` (this layer cannot see the
+      gate's fields).
 
     The reward model's raw output (an unbounded Bradley-Terry logit) enters as ``sigmoid(raw)``, in
     (0, 1): the modelled probability that the completion beats one scored 0.
@@ -74,6 +81,7 @@ class LearnedReward:
 
     reward_model: str = "latest"
     weight: float = 1.0
+    gate: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.reward_model, str) or not self.reward_model.strip():
@@ -84,6 +92,13 @@ class LearnedReward:
             raise DomainError(f"learned_reward.weight must be a number in (0, 1] (1.0: the learned reward replaces "
                               f"the domain's scorer; 0.5: half each), got {weight!r}")
         object.__setattr__(self, "weight", float(weight))
+        gate = self.gate
+        if hasattr(gate, "model_dump"):  # a RewardGateConfig: keep what was set, so defaults stay the gate's
+            gate = gate.model_dump(exclude_unset=True)
+        if not isinstance(gate, Mapping) or not all(isinstance(k, str) for k in gate):
+            raise DomainError(f"learned_reward.gate must map gate fields to values (e.g. {{'min_accuracy_low': 0.75}}; "
+                              f"see `assay reward check --help`), got {self.gate!r}")
+        object.__setattr__(self, "gate", dict(gate))
 
 
 class ScoringError(DomainError):

@@ -8,7 +8,8 @@ the domain protected: Holm-adjusted one-sided p of a drop in agreement).
 
 ``promote_reward_model`` makes a reward model the domain's champion (``LearnedReward(reward_model=
 "champion")`` then trains on it) only when its own newest gate check passed and, against the
-current champion, on enough shared pairs, the paired test finds no regression. Each decision is a
+current champion, on enough shared pairs, the paired test finds no regression; a check that passed
+at a bar laxer than the domain's declared one (``LearnedReward(gate=...)``) does not count. Each decision is a
 row of lake table ``reward_promotions`` with the statistics and the reason.
 """
 
@@ -98,7 +99,7 @@ class RewardPromotion:
 
 def promote_reward_model(lake: Lake, domain: str, candidate: str) -> RewardPromotion:
     """Decide (and record) whether ``candidate`` becomes ``domain``'s champion reward model."""
-    from quality.reward_gate import latest_reward_gate
+    from quality.reward_gate import latest_reward_gate, shortfall_against_domain
 
     champion = reward_champion(lake, domain)
     gate = latest_reward_gate(lake, domain, candidate)
@@ -111,6 +112,11 @@ def promote_reward_model(lake: Lake, domain: str, candidate: str) -> RewardPromo
         failed = ", ".join(r["criterion"] for r in gate if not r["passed"])
         decision = RewardPromotion(domain, candidate, champion, False,
                                    f"{candidate} failed its gate (check {gate[0]['check']}: {failed})")
+    elif shortfall := shortfall_against_domain(domain, gate):
+        decision = RewardPromotion(domain, candidate, champion, False,
+                                   f"{candidate} passed a gate laxer than {domain}'s declared bar (check "
+                                   f"{gate[0]['check']}: {'; '.join(shortfall)}): run `assay reward check {domain} "
+                                   f"--reward-model {candidate}` at the domain's bar")
     elif champion is None:
         decision = RewardPromotion(domain, candidate, None, True, f"first champion reward model of {domain} "
                                                                   "(its gate passed; nothing to compare with)")

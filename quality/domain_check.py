@@ -429,8 +429,27 @@ def _check_domain(domain: Domain, n: int) -> dict[str, Any]:
     checks["splits_disjoint"] = _check_disjoint(train, evals)
     checks["fuzz_never_raises"] = _check_fuzz(domain, both, rng)
     checks["reward_attacks"] = _check_attacks(domain, evals[:attack_items(domain)])
+    checks.update(_learned_reward_gate(domain))
     checks.update(_extra_checks(domain))
     return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
+
+
+def _learned_reward_gate(domain: Domain) -> dict[str, dict]:
+    """``learned_reward_gate`` for a domain that declares a learned reward: its declared bar
+    (``LearnedReward(gate=...)``) must be a valid gate configuration; the detail shows the bar."""
+    if domain.learned_reward is None:
+        return {}
+    from quality.reward_gate_config import GateDeclarationError, RewardGateConfig, declared_gate
+
+    try:
+        bar = declared_gate(domain)
+    except GateDeclarationError as exc:
+        return {"learned_reward_gate": _result(False, str(exc))}
+    defaults = RewardGateConfig()
+    changed = {k: v for k, v in bar.model_dump().items() if v != getattr(defaults, k)}
+    shown = ", ".join(f"{k}={v}" for k, v in changed.items()) or "the gate's defaults"
+    return {"learned_reward_gate": _result(True, f"`assay reward check {domain.name}` judges its reward model at: "
+                                                 f"{shown}; GRPO accepts no check at a laxer bar")}
 
 
 # the checks of a domain with no verifier (score=None): its data, and a statement of what is not checked here
@@ -447,6 +466,7 @@ def _check_data_only(domain: Domain, evals: list[dict], train: list[dict], gener
                                      f"{domain.name}` before GRPO trains on it; the scorer checks "
                                      f"({', '.join(n for n in CHECK_NAMES if n not in DATA_CHECK_NAMES)}) do not apply"),
     }
+    checks.update(_learned_reward_gate(domain))
     checks.update(_extra_checks(domain))
     return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
 

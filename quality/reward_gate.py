@@ -47,6 +47,7 @@ score. :func:`record_reward_gate` writes the verdict to lake table ``reward_gate
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import random
 import statistics
@@ -452,7 +453,8 @@ def gate_rows(result: RewardGateResult, *, check: str, domain: str, reward_model
     return [{"check": check, "domain": domain, "reward_model": reward_model, "criterion": c.name,
              "observed": c.observed, "ci_low": c.ci_low, "ci_high": c.ci_high, "threshold": c.threshold,
              "passed": c.passed, "n": c.n, "detail": c.detail, "pairs_source": pairs_source,
-             "pairs_fingerprint": pairs_fingerprint, "mlflow_run_id": mlflow_run_id, "checked_at": checked_at}
+             "pairs_fingerprint": pairs_fingerprint, "mlflow_run_id": mlflow_run_id, "checked_at": checked_at,
+             "gate_config": json.dumps(result.config.model_dump(), sort_keys=True)}
             for c in result.criteria]
 
 
@@ -521,3 +523,29 @@ def latest_reward_gate(lake, domain: str, reward_model: str | None = None) -> li
         return []
     newest = frame.sort(["checked_at", "check"]).get_column("check")[-1]
     return frame.filter(pl.col("check") == newest).to_dicts()
+
+
+def bar_shortfall(rows: list[dict], required: RewardGateConfig) -> list[str]:
+    """Where the bar of a recorded check (its rows, :func:`latest_reward_gate`) was laxer than
+    ``required``, the domain's declared bar (:func:`quality.reward_gate_config.declared_gate`); empty
+    when it was at least as strict. A check that recorded no bar (made before bars were recorded)
+    is short of any bar: which it ran under is unknown."""
+    recorded = next((r.get("gate_config") for r in rows if r.get("gate_config")), None)
+    if recorded is None:
+        return ["the check recorded no bar (it predates recorded bars)"]
+    return RewardGateConfig(**json.loads(recorded)).laxer_than(required)
+
+
+def shortfall_against_domain(domain_name: str, rows: list[dict]) -> list[str]:
+    """:func:`bar_shortfall` of a recorded check against the bar the registered domain
+    ``domain_name`` declares (the gate's defaults for a domain not registered here); a declaration
+    that is not a valid bar is itself the shortfall."""
+    from domains import get_registry
+    from quality.reward_gate_config import GateDeclarationError, declared_gate
+
+    registry = get_registry()
+    try:
+        required = declared_gate(registry.get(domain_name) if domain_name in registry else None)
+    except GateDeclarationError as exc:
+        return [str(exc)]
+    return bar_shortfall(rows, required)

@@ -3,7 +3,9 @@ pydantic here, since ``assay reward check --help`` builds its flags from this mo
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 # the prompt-only hack families the gate probes with and pairs builders may train against
 # (quality.reward_attacks.REWARD_MODEL_FAMILIES: those of `assay domains attack` but its huge
@@ -97,3 +99,45 @@ class RewardGateConfig(BaseModel):
         if unknown:
             raise ValueError(f"unknown probe(s) {', '.join(map(repr, unknown))} (known: {', '.join(PROBES)})")
         return list(dict.fromkeys(value))
+
+    def laxer_than(self, required: "RewardGateConfig") -> list[str]:
+        """Where this bar lets through what ``required`` (a domain's declared bar) would not, one
+        line each; empty when it is at least as strict everywhere. The seeds, bootstrap size and
+        probe candidates change the draw, not the bar, and are not compared."""
+        laxer = []
+        for name in ("min_accuracy_low", "min_kappa_low", "min_pairs", "confidence", "min_confidence_auroc_high"):
+            if getattr(self, name) < getattr(required, name):
+                laxer.append(f"{name} {getattr(self, name)} < {getattr(required, name)}")
+        for name in ("probe_margin", "order_tolerance"):
+            if getattr(self, name) > getattr(required, name):
+                laxer.append(f"{name} {getattr(self, name)} > {getattr(required, name)}")
+        missing = [p for p in required.probes if p not in self.probes]
+        if missing:
+            laxer.append(f"probe(s) {', '.join(missing)} not run")
+        if required.max_calibration_error is not None and (
+                self.max_calibration_error is None or self.max_calibration_error > required.max_calibration_error):
+            laxer.append(f"max_calibration_error {self.max_calibration_error} (required <= "
+                         f"{required.max_calibration_error})")
+        return laxer
+
+
+class GateDeclarationError(ValueError):
+    """A domain's ``learned_reward.gate`` that is not a valid bar, with how to fix it."""
+
+
+def declared_gate(domain: Any) -> RewardGateConfig:
+    """The bar ``domain`` declares for its learned reward (``LearnedReward(gate={...})``, fields of
+    :class:`RewardGateConfig`), the default bar where it declares none or has no learned reward.
+    Raises :class:`GateDeclarationError` naming the domain and the field."""
+    learned = getattr(domain, "learned_reward", None)
+    overrides = dict(getattr(learned, "gate", None) or {})
+    try:
+        return RewardGateConfig(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'gate'}: {e['msg'].removeprefix('Value error, ')}"
+                             for e in exc.errors())
+        raise GateDeclarationError(
+            f"domain {getattr(domain, 'name', domain)!r}: learned_reward.gate is not a valid bar ({problems}); its "
+            "keys are the fields of quality.reward_gate_config.RewardGateConfig "
+            f"({', '.join(RewardGateConfig.model_fields)})"
+        ) from None

@@ -208,11 +208,13 @@ REWARD_MODELS = {
 # of one gate check of a learned reward model on labelled pairs. criterion: accuracy | kappa | enough_pairs
 # | probe:<family>; observed with its interval (ci_low, ci_high; null where none applies), threshold: the
 # bar, passed: whether it held; the check passed when every criterion did. detail: why, in words.
+# gate_config: the whole bar the check ran under (JSON of RewardGateConfig; null in checks made before it
+# was recorded), what GRPO compares with the domain's declared bar.
 REWARD_GATES = {
     "check": pl.Utf8, "domain": pl.Utf8, "reward_model": pl.Utf8, "criterion": pl.Utf8, "observed": pl.Float64,
     "ci_low": pl.Float64, "ci_high": pl.Float64, "threshold": pl.Float64, "passed": pl.Boolean, "n": pl.Int64,
     "detail": pl.Utf8, "pairs_source": pl.Utf8, "pairs_fingerprint": pl.Utf8, "mlflow_run_id": pl.Utf8,
-    "checked_at": pl.Utf8,
+    "checked_at": pl.Utf8, "gate_config": pl.Utf8,
 }
 
 # reward_sweeps/domain=<d>/check=<id>/part.parquet  -- written with each reward_gates check: one row per

@@ -6,8 +6,10 @@ so the CLI, the Dagster asset and the trainer alike) :func:`gated_reward_model` 
 reward model (:func:`generation.reward_models.resolve_reward_model`) and reads its newest check in
 lake table ``reward_gates`` (:func:`quality.reward_gate.latest_reward_gate`): no check, or a check
 with any failed criterion, refuses the domain with the reasons and the command to run
-(``assay reward check DOMAIN``). A passed check lets it train, and the reward model's id enters
-the run's data fingerprint (another reward model is another run).
+(``assay reward check DOMAIN``), and so does a check whose bar was laxer than the domain's declared
+one (``LearnedReward(gate=...)``, :func:`quality.reward_gate_config.declared_gate`). A passed check
+at the domain's bar lets it train, and the reward model's id enters the run's data fingerprint
+(another reward model is another run).
 
 During the run :class:`LearnedRewardScorer` loads the reward model once, on first use, and scores
 each step's completions of the domain in batches; the raw Bradley-Terry output ``r`` is mapped to
@@ -33,8 +35,11 @@ def to_unit(raw: float) -> float:
     return e / (1.0 + e)
 
 
-def gate_problem(rows: list[dict], domain: str, reward_model: str) -> str | None:
-    """Why the reward model may not be trained on, from its newest gate check's rows (None: it passed)."""
+def gate_problem(rows: list[dict], domain: str, reward_model: str, required=None) -> str | None:
+    """Why the reward model may not be trained on, from its newest gate check's rows (None: it passed
+    at a bar at least as strict as ``required``, the domain's declared one, a RewardGateConfig)."""
+    from quality.reward_gate import bar_shortfall
+
     command = f"`assay reward check {domain}`"
     if not rows:
         return (f"domain {domain!r} declares a learned reward, and its reward model {reward_model} has never been "
@@ -45,6 +50,11 @@ def gate_problem(rows: list[dict], domain: str, reward_model: str) -> str | None
         return (f"domain {domain!r} declares a learned reward, and its reward model {reward_model} failed its gate "
                 f"(check {rows[0].get('check')}, {rows[0].get('checked_at')}): {reasons}. Train a better one "
                 f"(`assay reward train {domain} --pairs FILE`) and run {command} until it passes")
+    shortfall = bar_shortfall(rows, required) if required is not None else []
+    if shortfall:  # a check passed at a laxer bar than the domain set cannot let the model into training
+        return (f"domain {domain!r} declares a learned reward, and its reward model {reward_model} passed a gate laxer "
+                f"than the domain's bar (check {rows[0].get('check')}: {'; '.join(shortfall)}): run {command} "
+                f"without the laxer flags (the domain's learned_reward.gate sets its bar)")
     return None
 
 
@@ -54,16 +64,21 @@ def gated_reward_model(lake, domain) -> dict:
     command to run."""
     from generation.reward_models import RewardModelNotFound, resolve_reward_model
     from quality.reward_gate import latest_reward_gate
+    from quality.reward_gate_config import GateDeclarationError, declared_gate
     from training.data import TrainingDataError
 
     spec = domain.learned_reward
+    try:
+        required = declared_gate(domain)
+    except GateDeclarationError as exc:
+        raise TrainingDataError(str(exc)) from None
     try:
         record = resolve_reward_model(lake, domain.name, spec.reward_model)
     except RewardModelNotFound as exc:
         raise TrainingDataError(f"domain {domain.name!r} declares a learned reward "
                                 f"(reward_model={spec.reward_model!r}): {exc}") from exc
     rows = latest_reward_gate(lake, domain.name, record.reward_model)
-    problem = gate_problem(rows, domain.name, record.reward_model)
+    problem = gate_problem(rows, domain.name, record.reward_model, required)
     if problem:
         raise TrainingDataError(problem)
     return {"reward_model": record.reward_model, "path": record.path, "weight": spec.weight,

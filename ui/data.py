@@ -81,6 +81,12 @@ def registry_errors() -> list[str]:
     return list(_catalog(current_domains_path()).errors)
 
 
+def reward_bar_shortfall(domain: str, gate: pl.DataFrame) -> list[str]:
+    """Where the newest reward-gate check of ``domain`` (its rows) fell short of the bar the domain
+    declares: a passed check at a laxer bar does not let GRPO train on it."""
+    return domain_catalog.reward_bar_shortfall(_catalog(current_domains_path()), domain, gate.to_dicts())
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def lake_tables(home: str) -> list[str]:
     return _lake(home).tables()

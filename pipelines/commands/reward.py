@@ -59,6 +59,7 @@ def register(subparsers) -> None:
     with_examples(train, "assay reward train math_arith_easy --pairs pairs.jsonl --base tiny --epochs 1 --max-length 96")
     train.add_argument("domain", metavar="DOMAIN", help="the domain the reward model scores (lower_snake_case)")
     train.add_argument("--pairs", required=True, metavar="FILE", help="the preference-pairs file (JSONL)")
+    _add_drop_duplicates_flag(train)
     add_model_flags(train, RewardTrainConfig, metavars={"base": "POLICY", "max_steps": "N"})
     add_json_flag(train)
     train.set_defaults(handler=train_command)
@@ -77,6 +78,7 @@ def register(subparsers) -> None:
     check.add_argument("domain", metavar="DOMAIN", help="the domain whose reward model to check")
     check.add_argument("--pairs", metavar="FILE", help="labelled pairs to judge on (default: the reward model's own "
                                                        "held-out pairs)")
+    _add_drop_duplicates_flag(check)
     check.add_argument("--reward-model", default="latest", metavar="ID|latest",
                        help="which reward model (default: the domain's latest)")
     check.add_argument("--batch-size", type=int, default=16, metavar="N",
@@ -140,13 +142,49 @@ def _note_unregistered(domain: str) -> None:
               "kept under that name", file=sys.stderr)
 
 
-def _read_pairs(path: str):
+def _add_drop_duplicates_flag(parser) -> None:
+    parser.add_argument("--drop-duplicates", action="store_true",
+                        help="keep the first line of a pair repeated in the file (same prompt, chosen and rejected) "
+                             "and say how many lines went, instead of refusing the file")
+
+
+def _read_pairs(path: str, drop_duplicates: bool = False):
     from storage.preference_pairs import PairsFileError, read_pairs
 
+    dropped: list[int] = []
     try:
-        return read_pairs(path)
+        pairs = read_pairs(path, drop_duplicates=drop_duplicates, dropped=dropped)
     except PairsFileError as exc:
         raise CliError(str(exc)) from None
+    if dropped:  # on stderr, so --json output stays one object
+        lines = ", ".join(map(str, dropped[:10])) + (f" and {len(dropped) - 10} more" if len(dropped) > 10 else "")
+        print(f"assay: {path}: dropped {len(dropped)} line(s) repeating an earlier pair (lines {lines}); "
+              f"{len(pairs)} pairs used", file=sys.stderr)
+    return pairs, len(dropped)
+
+
+def _gate_config(args: argparse.Namespace) -> tuple[RewardGateConfig, list[str]]:
+    """The bar of ``assay reward check``: the domain's declared one (``LearnedReward(gate=...)``)
+    where a flag was left at the gate's default, the flag's value otherwise; and where that bar is
+    laxer than the domain's (a check GRPO will not accept)."""
+    from domains import get_registry
+    from quality.reward_gate_config import GateDeclarationError, declared_gate
+
+    registry = get_registry()
+    domain = registry.get(args.domain) if args.domain in registry else None
+    try:
+        required = declared_gate(domain)
+    except GateDeclarationError as exc:
+        raise CliError(str(exc)) from None
+    declared = dict(getattr(domain.learned_reward, "gate", None) or {}) if domain and domain.learned_reward else {}
+    defaults = RewardGateConfig()
+    config = model_from_args(RewardGateConfig, args, **{name: value for name, value in declared.items()
+                                                         if getattr(args, name) == getattr(defaults, name)})
+    laxer = config.laxer_than(required)
+    if laxer:
+        print(f"assay: note: this bar is laxer than {args.domain}'s declared one ({'; '.join(laxer)}): the check is "
+              "recorded, but GRPO, the Dagster check and promotion will not accept it", file=sys.stderr)
+    return config, laxer
 
 
 def pairs_command(args: argparse.Namespace) -> int:
@@ -194,7 +232,7 @@ def train_command(args: argparse.Namespace) -> int:
     from training.reward_model import RewardTrainingError, train_reward_model
 
     config = model_from_args(RewardTrainConfig, args)
-    pairs = _read_pairs(args.pairs)
+    pairs, duplicates_dropped = _read_pairs(args.pairs, args.drop_duplicates)
     _note_unregistered(args.domain)
     lake = open_lake(write=True)
     try:
@@ -202,7 +240,8 @@ def train_command(args: argparse.Namespace) -> int:
                                     log=lambda m: print(m, file=sys.stderr))
     except (RewardTrainingError, PolicyError) as exc:
         raise CliError(str(exc)) from None
-    payload = {**record.to_json(), "config": json.loads(record.config or "{}")}
+    payload = {**record.to_json(), "config": json.loads(record.config or "{}"),
+               "duplicates_dropped": duplicates_dropped}
 
     def human(p):
         return (f"reward model {p['reward_model']} for {p['domain']} (base {p['base_model']}): "
@@ -222,7 +261,7 @@ def check_command(args: argparse.Namespace) -> int:
     from quality.reward_gate import check_reward, record_reward_gate
     from storage.preference_pairs import pairs_fingerprint
 
-    config = model_from_args(RewardGateConfig, args)
+    config, laxer = _gate_config(args)
     if args.batch_size < 1:
         raise CliError(f"--batch-size {args.batch_size}: must be >= 1")
     lake = open_lake(write=True)
@@ -234,7 +273,7 @@ def check_command(args: argparse.Namespace) -> int:
         raise CliError(f"{record.reward_model} has no held-out pairs of its own (a judge is not trained): pass "
                        f"--pairs FILE, labelled pairs of {args.domain}")
     source = args.pairs or str(record.heldout_path)
-    pairs = _read_pairs(source)
+    pairs, duplicates_dropped = _read_pairs(source, args.drop_duplicates)
     try:
         scorer = RewardScorer.load(record.path, batch_size=args.batch_size)
     except RewardModelError as exc:
@@ -244,7 +283,8 @@ def check_command(args: argparse.Namespace) -> int:
     written = record_reward_gate(lake, None if args.no_mlflow else lake.mlflow_uri, result, domain=args.domain,
                                  reward_model=record.reward_model, pairs_source=source, pairs_fingerprint=fingerprint)
     payload = {"domain": args.domain, "reward_model": record.reward_model, "pairs_source": source,
-               "pairs_fingerprint": fingerprint, **result.to_json(), **written}
+               "pairs_fingerprint": fingerprint, "duplicates_dropped": duplicates_dropped,
+               "laxer_than_domain_bar": laxer, **result.to_json(), **written}
 
     def human(p):
         lines = [f"{'criterion':<28} {'observed':>8} {'interval':>17} {'bar':>7}  verdict"]
@@ -255,6 +295,8 @@ def check_command(args: argparse.Namespace) -> int:
             lines.append(f"{c['criterion']:<28} {observed:>8} {interval:>17} {bar:>7}  "
                          f"{'ok' if c['passed'] else 'FAIL'}")
         verdict = "PASSED" if p["passed"] else "FAILED"
+        if p["passed"] and p["laxer_than_domain_bar"]:
+            verdict += " at a bar laxer than the domain's (not accepted for training or promotion)"
         lines.append(f"reward model {p['reward_model']} on {p['pairs']} labelled pairs: {verdict}")
         lines += [f"  {reason}" for reason in p["reasons"]]
         return "\n".join(lines)
@@ -266,16 +308,19 @@ def check_command(args: argparse.Namespace) -> int:
 def list_command(args: argparse.Namespace) -> int:
     from generation.reward_models import list_reward_models
     from pipelines.settings import open_lake
-    from quality.reward_gate import latest_reward_gate
+    from quality.reward_gate import latest_reward_gate, shortfall_against_domain
 
     lake = open_lake()
     rows = []
     for record in list_reward_models(lake, args.domain):
         gate = latest_reward_gate(lake, record.domain, record.reward_model)
+        verdict = None if not gate else ("passed" if all(r["passed"] for r in gate) else "failed")
+        if verdict == "passed" and shortfall_against_domain(record.domain, gate):
+            verdict = "passed at a laxer bar than the domain's"
         rows.append({"reward_model": record.reward_model, "domain": record.domain, "base_model": record.base_model,
                      "shuffled_labels": record.shuffled_labels, "heldout_accuracy": record.heldout_accuracy,
                      "created_at": record.created_at,
-                     "gate": None if not gate else ("passed" if all(r["passed"] for r in gate) else "failed")})
+                     "gate": verdict})
 
     def human(rows):
         lines = [f"{r['reward_model']:<48} {r['domain']:<20} acc {'n/a' if r['heldout_accuracy'] is None else format(r['heldout_accuracy'], '.3f')}  "

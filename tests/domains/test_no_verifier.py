@@ -58,8 +58,16 @@ def test_no_verifier_needs_a_learned_reward_that_is_the_whole_reward():
 def test_its_self_test_checks_its_data_and_says_what_does_not_apply(open_domain):
     result = check_domain(open_domain, n=8)
     assert result["passed"], result
-    assert set(result["checks"]) == {"deterministic", "splits_disjoint", "no_verifier"}
+    assert set(result["checks"]) == {"deterministic", "splits_disjoint", "no_verifier", "learned_reward_gate"}
     assert "assay reward check customer_reply" in result["checks"]["no_verifier"]["detail"]
+    assert "the gate's defaults" in result["checks"]["learned_reward_gate"]["detail"]
+    # a declared bar is shown; one that is no bar fails the self-test with the fields it may use
+    barred = dataclasses.replace(open_domain, learned_reward=LearnedReward(gate={"min_accuracy_low": 0.8}))
+    assert "min_accuracy_low=0.8" in check_domain(barred, n=4)["checks"]["learned_reward_gate"]["detail"]
+    broken_bar = dataclasses.replace(open_domain, learned_reward=LearnedReward(gate={"min_accuracy_low": 1.5}))
+    result = check_domain(broken_bar, n=4)
+    assert not result["passed"] and not result["checks"]["learned_reward_gate"]["passed"]
+    assert "min_accuracy_low must be in [0, 1), got 1.5" in result["checks"]["learned_reward_gate"]["detail"]
     assert "reference_scores_1" in result["checks"]["no_verifier"]["detail"]
 
     # the data checks can fail: a generator that repeats train items in eval, or is not deterministic

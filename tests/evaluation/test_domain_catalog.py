@@ -28,3 +28,30 @@ def test_verdicts_are_the_gates():
 
     # all pass / all fail are out of band whatever the band; otherwise the band decides
     assert pass_rate_verdicts([4, 0, 2, 1], [4, 4, 4, 4], (0.3, 0.6)) == ["too_easy", "too_hard", "in_band", "too_hard"]
+
+
+def test_the_catalog_tells_a_check_at_the_domains_bar_from_a_laxer_one(tmp_path):
+    from evaluation.domain_catalog import catalog, reward_bar_shortfall
+    from quality.reward_gate import Criterion, RewardGateResult, gate_rows
+    from quality.reward_gate_config import RewardGateConfig
+
+    plugins = tmp_path / "plugins"
+    body = PLUGIN_TEMPLATE.format(name="barred").replace("from domains import Domain",
+                                                         "from domains import Domain, LearnedReward").replace(
+        'tags=("test",),', 'tags=("test",), learned_reward=LearnedReward(gate={"min_accuracy_low": 0.8}),')
+    write_plugin(plugins, "barred", body)
+    write_plugin(plugins, "plain", PLUGIN_TEMPLATE.replace("from domains import Domain",
+                                                           "from domains import Domain, LearnedReward").replace(
+        'tags=("test",),', 'tags=("test",), learned_reward=LearnedReward(),').format(name="plain"))
+    found = catalog(str(plugins))
+
+    def rows(config):  # a passed check's rows, as the lake holds them
+        result = RewardGateResult(pairs=30, config=config, criteria=[Criterion("accuracy", True, 0.9, 0.85, 0.95)])
+        return gate_rows(result, check="c", domain="barred", reward_model="rm", pairs_source=None,
+                         pairs_fingerprint=None, mlflow_run_id=None, checked_at="t")
+
+    default, strict = rows(RewardGateConfig()), rows(RewardGateConfig(min_accuracy_low=0.85))
+    assert reward_bar_shortfall(found, "barred", default) == ["min_accuracy_low 0.6 < 0.8"]
+    assert reward_bar_shortfall(found, "barred", strict) == []
+    assert reward_bar_shortfall(found, "plain", default) == []  # no bar declared: the gate's defaults
+    assert reward_bar_shortfall(found, "not_registered", default) == []

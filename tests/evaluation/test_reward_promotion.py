@@ -146,3 +146,26 @@ def test_the_cli_compares_and_promotes(tmp_path):
     assert out.returncode == 1 and json.loads(out.stdout)["reason"].startswith("regressed against champion rm-a")
     out = run_cli("reward", "promote", DOMAIN, "rm-nope", env=env)
     assert out.returncode == 2 and "unknown reward model 'rm-nope'" in out.stderr
+
+
+def test_a_check_at_a_laxer_bar_than_the_domain_declares_cannot_promote(tmp_path, monkeypatch):
+    from domains.registry import get_registry
+
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    declared = (EXAMPLES / "customer_reply.py").read_text().replace(
+        "learned_reward=LearnedReward()", "learned_reward=LearnedReward(gate={'min_pairs': 200})")
+    assert "min_pairs" in declared
+    (plugins / "customer_reply.py").write_text(declared)
+    monkeypatch.setenv("ASSAY_DOMAINS_PATH", str(plugins))
+    get_registry(reload=True)
+    try:
+        lake = Lake.at(tmp_path / "home")
+        _register(lake, "rm-a")
+        assert _check(lake, remedy, "rm-a").passed  # at the gate's default bar: 120 pairs >= 20
+        refused = promote_reward_model(lake, DOMAIN, "rm-a")
+        assert not refused.promoted and "laxer than customer_reply's declared bar" in refused.reason
+        assert "min_pairs 20 < 200" in refused.reason
+    finally:
+        monkeypatch.delenv("ASSAY_DOMAINS_PATH")
+        get_registry(reload=True)

@@ -4,13 +4,15 @@ only by chance (label-shuffled) fail, each with the criterion that caught it."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
 import pytest
 
-from quality.reward_gate import (RewardGateError, bootstrap_kappa, calibrating_temperature, calibration_error,
-                                 check_reward, cohen_kappa, confidence_auroc, length_padding, wilson_interval)
+from quality.reward_gate import (RewardGateError, bar_shortfall, bootstrap_kappa, calibrating_temperature,
+                                 calibration_error, check_reward, cohen_kappa, confidence_auroc, length_padding,
+                                 wilson_interval)
 from quality.reward_gate_config import PROBES, RewardGateConfig
 from storage.preference_pairs import PreferencePair
 
@@ -214,6 +216,31 @@ def test_a_check_is_recorded_in_the_lake_and_mlflow_one_row_per_criterion(assay_
     run = tracking.client(lake.mlflow_uri).get_run(first["mlflow_run_id"])
     assert run.data.tags["assay.passed"] == "true" and run.data.metrics["accuracy"] == 1.0
     assert run.data.metrics["probe/length_padding"] == 0.0 and run.data.params["gate.min_accuracy_low"] == "0.6"
+    # each row carries the whole bar, so a later reader can tell a check at a laxer bar from one at the domain's
+    assert json.loads(rows[0]["gate_config"]) == good.config.model_dump()
+    assert bar_shortfall(rows, RewardGateConfig()) == []
+    assert bar_shortfall(rows, RewardGateConfig(min_accuracy_low=0.8)) == ["min_accuracy_low 0.6 < 0.8"]
+    old = [{**r, "gate_config": None} for r in rows]  # a check from before bars were recorded
+    assert bar_shortfall(old, RewardGateConfig()) == ["the check recorded no bar (it predates recorded bars)"]
+
+
+def test_a_bar_is_laxer_than_another_on_every_criterion_that_lets_more_through():
+    domain_bar = RewardGateConfig(min_accuracy_low=0.7, probes=["prompt_echo", "length_padding"],
+                                  max_calibration_error=0.2)
+    assert domain_bar.laxer_than(domain_bar) == []
+    stricter = RewardGateConfig(min_accuracy_low=0.9, min_kappa_low=0.5, min_pairs=50, confidence=0.99,
+                                probe_margin=0.05, order_tolerance=0.0, min_confidence_auroc_high=0.7,
+                                max_calibration_error=0.1, bootstrap=10, probe_candidates=1, seed=3)
+    assert stricter.laxer_than(domain_bar) == []  # the draw (seed, bootstrap, candidates) is not the bar
+    lax = RewardGateConfig(min_accuracy_low=0.5, min_kappa_low=0.1, min_pairs=5, confidence=0.8, probe_margin=0.3,
+                           order_tolerance=0.1, min_confidence_auroc_high=0.4, probes=["prompt_echo"])
+    assert lax.laxer_than(stricter) == [
+        "min_accuracy_low 0.5 < 0.9", "min_kappa_low 0.1 < 0.5", "min_pairs 5 < 50", "confidence 0.8 < 0.99",
+        "min_confidence_auroc_high 0.4 < 0.7", "probe_margin 0.3 > 0.05", "order_tolerance 0.1 > 0.0",
+        f"probe(s) {', '.join(p for p in PROBES if p != 'prompt_echo')} not run",
+        "max_calibration_error None (required <= 0.1)"]
+    assert lax.laxer_than(domain_bar)[-2:] == ["probe(s) length_padding not run",
+                                               "max_calibration_error None (required <= 0.2)"]
 
 
 def confidently_wrong_scorer(pairs, wrong_every=5):

@@ -60,11 +60,11 @@ def _train_reward_model(lake):
                               pairs_source="toy")
 
 
-def _record_check(lake, record, pairs):
+def _record_check(lake, record, pairs, config=None):
     """A real gate check of the reward model on ``pairs``, recorded in lake table reward_gates."""
     from generation.reward_scorer import RewardScorer
 
-    result = check_reward(RewardScorer.load(record.path), pairs)
+    result = check_reward(RewardScorer.load(record.path), pairs, config)
     record_reward_gate(lake, None, result, domain="toy_colors", reward_model=record.reward_model,
                        pairs_source=None, pairs_fingerprint=None)
     return result
@@ -181,3 +181,33 @@ def test_a_grpo_run_rewards_by_the_reward_model_and_logs_the_verifier_beside_it(
     assert run.data.params["data.toy_colors.reward_model"] == record.reward_model
     history = lake.read("training_history").filter(pl.col("run_id") == result.mlflow_run_id)
     assert history.height == 4 and not math.isnan(history["reward_mean"].sum())
+
+
+def test_the_domain_sets_the_bar_and_a_laxer_check_does_not_admit_its_reward_model(lake, registry):
+    from quality.reward_gate_config import RewardGateConfig
+    from training.learned_rewards import gated_reward_model
+
+    record = _train_reward_model(lake)
+    heldout = read_pairs(record.heldout_path)
+    # passed, but at a bar the domain did not set: fewer pairs than its default minimum of 20
+    lax = _record_check(lake, record, heldout[:12], RewardGateConfig(min_pairs=10, probes=["length_padding"]))
+    assert lax.passed, lax.reasons
+    domain = registry.get("toy_colors")
+    with pytest.raises(TrainingDataError, match=r"passed a gate laxer than the domain's bar .*min_pairs 10 < 20; "
+                                                r"probe\(s\) confident_wrong, .* not run"):
+        gated_reward_model(lake, domain)
+
+    # the same check is enough for a domain that declares that bar (or a laxer one) itself
+    declared = dataclasses.replace(domain, learned_reward=LearnedReward(
+        gate={"min_pairs": 8, "probes": ["length_padding"]}))
+    assert gated_reward_model(lake, declared)["reward_model"] == record.reward_model
+    # ... and not for one whose bar is stricter than the check's on any criterion
+    stricter = dataclasses.replace(domain, learned_reward=LearnedReward(
+        gate={"min_pairs": 8, "probes": ["length_padding"], "min_accuracy_low": 0.7}))
+    with pytest.raises(TrainingDataError, match=r"min_accuracy_low 0.6 < 0.7"):
+        gated_reward_model(lake, stricter)
+    # a declaration that is no bar is refused with the fields it may use
+    broken = dataclasses.replace(domain, learned_reward=LearnedReward(gate={"min_accuracy": 0.7}))
+    with pytest.raises(TrainingDataError, match=r"learned_reward.gate is not a valid bar .*min_accuracy.*"
+                                                r"min_accuracy_low"):
+        gated_reward_model(lake, broken)

@@ -392,3 +392,41 @@ def test_domain_page_shows_the_latest_reward_attack(tmp_path, monkeypatch):
     at = _open("domain", domain="logic")
     assert any("No hack family earned reward" in s.value for s in at.success)
     assert not any("earned reward without the work" in e.value for e in at.error)
+
+
+def test_domain_page_blocks_a_learned_reward_that_passed_only_a_laxer_bar_than_the_domains(tmp_path, monkeypatch):
+    """A plugin domain declaring its bar (LearnedReward(gate=...)) and a real, passed gate check of
+    a rule-based reward at the gate's laxer defaults: the page says training is blocked and why; at
+    the domain's bar it says passed."""
+    from quality.reward_gate import check_reward, record_reward_gate
+    from quality.reward_gate_config import RewardGateConfig
+    from storage.preference_pairs import PreferencePair
+    from tests.conftest import PLUGIN_TEMPLATE, write_plugin
+
+    plugins, home = tmp_path / "plugins", tmp_path / "home"
+    write_plugin(plugins, "barred", PLUGIN_TEMPLATE.format(name="barred").replace(
+        "from domains import Domain", "from domains import Domain, LearnedReward").replace(
+        'tags=("test",),', 'tags=("test",), learned_reward=LearnedReward(gate={"min_pairs": 40}),'))
+    monkeypatch.setenv("ASSAY_HOME", str(home))
+    monkeypatch.setenv("ASSAY_DOMAINS_PATH", str(plugins))
+    pairs = [PreferencePair(id=f"p{i}", prompt=f"What is {i} plus 1?", chosen=str(i + 1), rejected=str(i + 2))
+             for i in range(50)]
+    truth = {p.prompt: p.chosen for p in pairs}
+    scorer = lambda prompts, answers: [float(truth[p] == a) for p, a in zip(prompts, answers)]  # noqa: E731
+    lake = Lake.at(home)
+    lax = check_reward(scorer, pairs[:30], RewardGateConfig(probes=["length_padding"]))
+    assert lax.passed, lax.reasons  # 30 pairs clear the default minimum of 20, not the domain's 40
+    record_reward_gate(lake, None, lax, domain="barred", reward_model="rm-x", pairs_source=None,
+                       pairs_fingerprint=None)
+    at = _open("domain", domain="barred")
+    errors = [e.value for e in at.error]
+    assert any("passed a gate laxer than barred's declared bar" in e and "min_pairs 20 < 40" in e
+               for e in errors), errors
+
+    at_bar = check_reward(scorer, pairs, RewardGateConfig(min_pairs=40))
+    assert at_bar.passed, at_bar.reasons
+    record_reward_gate(lake, None, at_bar, domain="barred", reward_model="rm-x", pairs_source=None,
+                       pairs_fingerprint=None)
+    at = _open("domain", domain="barred")
+    assert not at.error
+    assert any(s.value.startswith("Its learned reward passed its gate at the domain's bar") for s in at.success)

@@ -227,8 +227,12 @@ if declared is not None or gate.height:
             st.error(f"Its learned reward FAILED its gate ({what}): training on {domain} is blocked. Failed: "
                      + ", ".join(failed["criterion"].to_list()) + ". "
                      + "; ".join(f"{r['criterion']}: {r['detail']}" for r in failed.head(2).iter_rows(named=True)))
+        elif shortfall := data.reward_bar_shortfall(domain, gate):
+            st.error(f"Its learned reward passed a gate laxer than {domain}'s declared bar ({what}): training on "
+                     f"{domain} is blocked until `assay reward check {domain}` passes at that bar. Laxer: "
+                     + "; ".join(shortfall) + ".")
         else:
-            st.success(f"Its learned reward passed its gate ({what}).")
+            st.success(f"Its learned reward passed its gate at the domain's bar ({what}).")
         st.dataframe(gate.select("criterion", "observed", "ci_low", "ci_high", "threshold", "passed", "detail").to_pandas(),
                      hide_index=True, width="stretch")
 
