@@ -37,7 +37,7 @@ class PairsFileError(ValueError):
         shown = "; ".join(self.problems[:MAX_PROBLEMS_SHOWN])
         more = len(self.problems) - MAX_PROBLEMS_SHOWN
         hints = []
-        if len(self.problems) > duplicates:
+        if sum(p.startswith("line ") for p in self.problems) > duplicates:  # a bad line, not a missing file
             hints.append(f"each line must be a JSON object with non-empty string fields {', '.join(FIELDS)} and "
                          "chosen != rejected")
         if duplicates:  # raters' exports repeat pairs; say how to go on without editing the file by hand
@@ -46,7 +46,7 @@ class PairsFileError(ValueError):
         hint = "; ".join(hints)
         super().__init__(f"{source}: {len(self.problems)} problem(s), nothing was used: {shown}"
                          + (f"; and {more} more" if more > 0 else "")
-                         + ". " + hint[:1].upper() + hint[1:])
+                         + (". " + hint[:1].upper() + hint[1:] if hint else ""))
 
 
 @dataclass(frozen=True)
