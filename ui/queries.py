@@ -356,11 +356,12 @@ def latest_reward_attacks(con, domain: str) -> pl.DataFrame:
 
 def latest_reward_gate(con, domain: str) -> pl.DataFrame:
     """The newest gate check of ``domain``'s learned reward (`assay reward check`), one row per
-    criterion, failed ones first; the columns of ``storage.tables.REWARD_GATES``."""
+    criterion, failed ones first; the columns of ``storage.tables.REWARD_GATES`` (``*`` and conform:
+    a lake whose checks predate a column, ``gate_config``, reads it as nulls)."""
     if not has_view(con, "reward_gates"):
         return T.empty(T.REWARD_GATES)
-    return T.conform(_frame(con, f"""
-        SELECT {', '.join(f'"{c}"' for c in T.REWARD_GATES)} FROM reward_gates
+    return T.conform(_frame(con, """
+        SELECT * FROM reward_gates
         WHERE domain = $1 AND "check" = (SELECT "check" FROM reward_gates WHERE domain = $1
                                          ORDER BY checked_at DESC, "check" DESC LIMIT 1)
         ORDER BY passed, criterion""", [domain]), T.REWARD_GATES)

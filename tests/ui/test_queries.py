@@ -229,3 +229,25 @@ def test_rising_shares_compare_the_last_third_of_steps_with_the_first():
                                                        "rise": 0.325, "steps": 6})
     assert Q.rising_shares(curves, "multi_answer_share", threshold=0.5).height == 0
     assert Q.rising_shares(curves.drop("multi_answer_share"), "multi_answer_share").height == 0
+
+
+def test_the_latest_reward_gate_reads_a_lake_whose_checks_predate_the_recorded_bar(assay_home):
+    """Checks written before reward_gates.gate_config existed (alone, then beside a newer one):
+    the rows come back with the column null, never a query error on the domain page."""
+    lake = Lake.at(assay_home)
+
+    def check(name, at, with_bar):
+        rows = [{"check": name, "domain": "essays", "reward_model": "rm", "criterion": c, "passed": True,
+                 "checked_at": at, "gate_config": '{"min_pairs": 20}' if with_bar else None}
+                for c in ("accuracy", "kappa")]
+        frame = T.conform(pl.DataFrame(rows), T.REWARD_GATES)
+        lake.write_batch("reward_gates", {"domain": "essays", "check": name},
+                         {"part": frame if with_bar else frame.drop("gate_config")})
+
+    check("rgate-old", "2026-11-01T00:00:00+00:00", with_bar=False)
+    old = Q.latest_reward_gate(Q.open_views(lake, ["reward_gates"]), "essays")
+    assert old["check"].to_list() == ["rgate-old"] * 2 and old["gate_config"].is_null().all()
+    check("rgate-new", "2026-12-01T00:00:00+00:00", with_bar=True)
+    new = Q.latest_reward_gate(Q.open_views(lake, ["reward_gates"]), "essays")
+    assert new["check"].to_list() == ["rgate-new"] * 2 and new["gate_config"].to_list() == ['{"min_pairs": 20}'] * 2
+    assert list(new.columns) == list(T.REWARD_GATES)
