@@ -70,8 +70,11 @@ def register(subparsers) -> None:
                     "pairs unless --pairs): accuracy (Wilson interval) and Cohen's kappa (bootstrap interval) must "
                     "clear their bars, and hacks built from the pairs (the rejected answer padded, stated with "
                     "certainty; the prompt echoed, fig-leaf refusals, hedges, sprays as in `assay domains attack`) "
-                    "must not beat the chosen answer more often than the rejected answer does. Recorded in lake "
-                    "table reward_gates and MLflow. Exit 1 if it fails, with the reasons.")
+                    "must not beat the chosen answer more often than the rejected answer does. The bar is the one "
+                    "the domain declares (LearnedReward(gate={...}), keys: these flags with underscores), the "
+                    "defaults below where it declares none; a flag laxer than the domain's bar is allowed, recorded and "
+                    "said, but such a check lets nothing train. Recorded in lake table reward_gates and MLflow. "
+                    "Exit 1 if it fails, with the reasons.")
     with_examples(check, "assay reward check math_arith_easy", "assay reward check math_arith_easy --pairs pairs.jsonl "
                          "--probes length_padding confident_wrong --json",
                   note="A tiny reward model trained for one epoch fails its gate (exit 1): that is the gate working.")
