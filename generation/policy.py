@@ -62,6 +62,19 @@ def publish_folder(staging: Path, final: Path, marker: str = "config.json") -> P
     return final
 
 
+def _build_tiny_in_a_fresh_process(staging: Path) -> None:
+    """Build the tiny policy in a new interpreter. In this one, another thread loading a model (or
+    a live DeepSpeed ZeRO-3 context) can have patched weight initialisation away process-wide; one
+    CI run's reward-model tests all failed together in one worker, as on a policy built so."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "generation.tiny_model", str(staging)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise PolicyError(f"building the tiny policy failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+
+
 @contextlib.contextmanager
 def _build_lock(final: Path):
     """One builder at a time per model (several ranks or workers may ask at once)."""
@@ -80,14 +93,12 @@ def ensure_tiny(home: str | os.PathLike | None = None) -> Path:
     final = models_dir(home) / TINY
     if (final / "config.json").exists():
         return final
-    from generation.tiny_model import build_tiny_policy
-
     with _build_lock(final):
         if (final / "config.json").exists():
             return final
         staging = final.parent / f".staging-{TINY}-{uuid.uuid4().hex[:8]}"
         try:
-            build_tiny_policy(staging)
+            _build_tiny_in_a_fresh_process(staging)
             return publish_folder(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -74,9 +74,33 @@ def build_tiny_policy(folder: str | Path) -> Path:
     )
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(config)
+    check_initialised(model, config.initializer_range)
     model.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id,
                                                eos_token_id=tokenizer.eos_token_id,
                                                pad_token_id=tokenizer.pad_token_id)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def check_initialised(model, std: float) -> None:
+    """Refuse a model whose initialisation was skipped. Constructing a model obeys process-wide
+    patches (transformers' ``no_init_weights`` while another thread loads a model, a live DeepSpeed
+    ZeRO-3 ``Init``): its weights are then whatever memory held, NaN or noise, and a test policy
+    built so trains into nonsense that fails far from here. Every matrix must be finite with a
+    standard deviation near the configured one."""
+    for name, parameter in model.named_parameters():
+        if parameter.dim() != 2:
+            continue
+        observed = float(parameter.detach().float().std())
+        if not 0.5 * std <= observed <= 2 * std:  # NaN fails both comparisons
+            raise RuntimeError(f"tiny policy: {name} was not initialised (std {observed:.4g}, expected ~{std}): "
+                               "build it in a fresh process (python -m generation.tiny_model FOLDER)")
+
+
+if __name__ == "__main__":  # python -m generation.tiny_model FOLDER: what generation.policy.ensure_tiny runs
+    import sys
+
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m generation.tiny_model FOLDER")
+    print(build_tiny_policy(sys.argv[1]))

@@ -67,3 +67,24 @@ def test_install_converts_once_into_the_shipped_folder(shipped, monkeypatch, tmp
 def test_a_missing_gguf_says_how_to_fix_it(shipped):
     with pytest.raises(policy.PolicyError, match="make install"):
         policy.install_smollm2()
+
+
+def test_the_tiny_policy_is_built_whole_even_while_this_process_skips_initialisation(tmp_path, tiny_source):
+    """transformers' no_init_weights (what a from_pretrained in another thread holds) patches weight
+    initialisation away process-wide: a model constructed meanwhile is uninitialised memory. Built
+    here it is refused; ensure_tiny builds in a fresh process and gets the same files as ever."""
+    import hashlib
+
+    from transformers.initialization import no_init_weights
+
+    from generation.tiny_model import build_tiny_policy
+
+    with no_init_weights():
+        with pytest.raises(RuntimeError, match="was not initialised"):
+            build_tiny_policy(tmp_path / "in_process")
+        built = policy.ensure_tiny(tmp_path / "home")
+
+    def digest(folder):
+        return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+
+    assert digest(built) == digest(tiny_source)
