@@ -65,14 +65,14 @@ def reward_bar_shortfall(catalog: Catalog, domain: str, gate_rows: list[dict]) -
     """Where ``domain``'s newest reward-gate check (its rows) ran under a laxer bar than the domain
     declares, as GRPO judges it (:func:`quality.reward_gate.bar_shortfall`); empty when it did not."""
     from quality.reward_gate import bar_shortfall
-    from quality.reward_gate_config import GateDeclarationError, RewardGateConfig
+    from quality.reward_gate_config import GateDeclarationError, gate_from_declaration
 
     row = catalog.domains.filter(pl.col("domain") == domain) if catalog.domains.height else catalog.domains
     declared = json.loads(row["learned_reward_gate"][0]) if row.height and row["learned_reward_gate"][0] else {}
     try:
-        required = RewardGateConfig(**declared)
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        return [str(GateDeclarationError(f"domain {domain!r}: learned_reward.gate is not a valid bar: {exc}"))]
+        required = gate_from_declaration(domain, declared)
+    except GateDeclarationError as exc:
+        return [str(exc)]
     return bar_shortfall(gate_rows, required)
 
 

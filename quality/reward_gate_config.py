@@ -130,14 +130,18 @@ def declared_gate(domain: Any) -> RewardGateConfig:
     :class:`RewardGateConfig`), the default bar where it declares none or has no learned reward.
     Raises :class:`GateDeclarationError` naming the domain and the field."""
     learned = getattr(domain, "learned_reward", None)
-    overrides = dict(getattr(learned, "gate", None) or {})
+    return gate_from_declaration(getattr(domain, "name", None), getattr(learned, "gate", None) or {})
+
+
+def gate_from_declaration(domain_name: str | None, overrides: dict) -> RewardGateConfig:
+    """The bar a ``LearnedReward(gate=overrides)`` of ``domain_name`` declares (see :func:`declared_gate`)."""
     try:
         return RewardGateConfig(**overrides)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'gate'}: {e['msg'].removeprefix('Value error, ')}"
                              for e in exc.errors())
         raise GateDeclarationError(
-            f"domain {getattr(domain, 'name', domain)!r}: learned_reward.gate is not a valid bar ({problems}); its "
+            f"domain {domain_name!r}: learned_reward.gate is not a valid bar ({problems}); its "
             "keys are the fields of quality.reward_gate_config.RewardGateConfig "
             f"({', '.join(RewardGateConfig.model_fields)})"
         ) from None
