@@ -81,15 +81,24 @@ def chromium_page(width: int = 1440, height: int = 1000):
             browser.close()
 
 
-def visit(page, url: str, must_show: str, settle_s: float = 2.0, timeout_ms: int = 60_000) -> str:
+def visit(page, url: str, must_show: str, settle_s: float = 2.0, timeout_ms: int = 60_000,
+          expect: tuple[str, ...] = ()) -> str:
     """Load ``url``, wait until ``must_show`` is visible and a little longer (late errors render
-    after the first paint), and return the text a person sees."""
+    after the first paint), and return the text a person sees; with ``expect``, keep reading until
+    all of those texts are there or ``timeout_ms`` passed (a loaded machine paints a page in parts)."""
+    import time
+
     page.goto(url)
     page.get_by_text(must_show, exact=False).first.wait_for(state="visible", timeout=timeout_ms)
     with contextlib.suppress(Exception):  # the spinner may already be gone
         page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=timeout_ms)
     page.wait_for_timeout(int(settle_s * 1000))
-    return page.inner_text("body")
+    text = page.inner_text("body")
+    deadline = time.monotonic() + timeout_ms / 1000
+    while any(e not in text for e in expect) and time.monotonic() < deadline:
+        page.wait_for_timeout(500)
+        text = page.inner_text("body")
+    return text
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,7 +34,7 @@ def test_every_page_in_chromium(lake_env):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with served_app(env) as url, chromium_page() as page:
         for name, (path, first, expected) in checks.items():
-            text = visit(page, f"{url}/{path}", first)
+            text = visit(page, f"{url}/{path}", first, expect=tuple(expected))
             page.screenshot(path=str(ARTIFACTS / f"dashboard-{name}.png"), full_page=True)
             assert "Traceback" not in text and "Error" not in text.replace("errors", ""), text[:2000]
             missing = [e for e in expected if e not in text]
