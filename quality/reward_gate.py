@@ -540,12 +540,20 @@ def shortfall_against_domain(domain_name: str, rows: list[dict]) -> list[str]:
     """:func:`bar_shortfall` of a recorded check against the bar the registered domain
     ``domain_name`` declares (the gate's defaults for a domain not registered here); a declaration
     that is not a valid bar is itself the shortfall."""
-    from domains import get_registry
-    from quality.reward_gate_config import GateDeclarationError, declared_gate
+    from quality.reward_gate_config import GateDeclarationError
 
-    registry = get_registry()
     try:
-        required = declared_gate(registry.get(domain_name) if domain_name in registry else None)
+        required = registered_domain_bar(domain_name)
     except GateDeclarationError as exc:
         return [str(exc)]
     return bar_shortfall(rows, required)
+
+
+def registered_domain_bar(domain_name: str) -> RewardGateConfig:
+    """The bar the registered domain ``domain_name`` declares (the gate's defaults for a domain not
+    registered here); :class:`quality.reward_gate_config.GateDeclarationError` when it is no bar."""
+    from domains import get_registry
+    from quality.reward_gate_config import declared_gate
+
+    registry = get_registry()
+    return declared_gate(registry.get(domain_name) if domain_name in registry else None)

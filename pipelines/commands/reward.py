@@ -170,18 +170,15 @@ def _gate_config(args: argparse.Namespace) -> tuple[RewardGateConfig, list[str]]
     """The bar of ``assay reward check``: the domain's declared one (``LearnedReward(gate=...)``)
     where a flag was left at the gate's default, the flag's value otherwise; and where that bar is
     laxer than the domain's (a check GRPO will not accept)."""
-    from domains import get_registry
-    from quality.reward_gate_config import GateDeclarationError, declared_gate
+    from quality.reward_gate import registered_domain_bar
+    from quality.reward_gate_config import GateDeclarationError
 
-    registry = get_registry()
-    domain = registry.get(args.domain) if args.domain in registry else None
     try:
-        required = declared_gate(domain)
+        required = registered_domain_bar(args.domain)
     except GateDeclarationError as exc:
         raise CliError(str(exc)) from None
-    declared = dict(getattr(domain.learned_reward, "gate", None) or {}) if domain and domain.learned_reward else {}
     defaults = RewardGateConfig()
-    config = model_from_args(RewardGateConfig, args, **{name: value for name, value in declared.items()
+    config = model_from_args(RewardGateConfig, args, **{name: getattr(required, name) for name in RewardGateConfig.model_fields
                                                          if getattr(args, name) == getattr(defaults, name)})
     laxer = config.laxer_than(required)
     if laxer:
