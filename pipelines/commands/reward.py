@@ -178,8 +178,8 @@ def _gate_config(args: argparse.Namespace) -> tuple[RewardGateConfig, list[str]]
     except GateDeclarationError as exc:
         raise CliError(str(exc)) from None
     defaults = RewardGateConfig()
-    config = model_from_args(RewardGateConfig, args, **{name: getattr(required, name) for name in RewardGateConfig.model_fields
-                                                         if getattr(args, name) == getattr(defaults, name)})
+    untouched = [name for name in RewardGateConfig.model_fields if getattr(args, name) == getattr(defaults, name)]
+    config = model_from_args(RewardGateConfig, args, **{name: getattr(required, name) for name in untouched})
     laxer = config.laxer_than(required)
     if laxer:
         print(f"assay: note: this bar is laxer than {args.domain}'s declared one ({'; '.join(laxer)}): the check is "
