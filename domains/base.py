@@ -146,6 +146,12 @@ class Domain:
       beside the generic families of :mod:`quality.reward_attacks`; any that scores above 0 fails it.
     - ``learned_reward``: a :class:`LearnedReward`: GRPO rewards the domain with its gated reward
       model (``score`` stays the logged gold signal); None (default): ``score`` alone.
+    - ``equivalents``: ``equivalents(sample) -> {family: [completions]}``, correct answers in other
+      forms that only the domain knows (another valid colouring, a permutation of an unordered
+      answer, a refusal in other words), built from the sample and its reference. The environment
+      report card (:mod:`quality.report_card.recall`) scores them beside the generic equivalence
+      families as training scores them: each must score 1.0, and one that does not is a verifier
+      bug (a false negative), the mirror image of ``attacks``.
     """
 
     name: str
@@ -167,6 +173,7 @@ class Domain:
     context_tokens: int | None = None
     attacks: Callable[[dict], Mapping[str, Sequence[str]]] | None = None
     learned_reward: LearnedReward | None = None
+    equivalents: Callable[[dict], Mapping[str, Sequence[str]]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
@@ -192,6 +199,9 @@ class Domain:
         if self.attacks is not None and not callable(self.attacks):
             raise DomainError(f"domain {self.name!r}: attacks must be a callable or None, got "
                               f"{type(self.attacks).__name__}")
+        if self.equivalents is not None and not callable(self.equivalents):
+            raise DomainError(f"domain {self.name!r}: equivalents must be a callable (sample) -> {{family: "
+                              f"[completions]}} or None, got {type(self.equivalents).__name__}")
         if self.learned_reward is not None and not isinstance(self.learned_reward, LearnedReward):
             raise DomainError(f"domain {self.name!r}: learned_reward must be a LearnedReward (from domains.base "
                               f"import LearnedReward; e.g. LearnedReward(reward_model='latest')) or None, got "
@@ -205,9 +215,10 @@ class Domain:
             if self.learned_reward.weight != 1.0:
                 raise DomainError(f"domain {self.name!r} has no verifier (score=None), so its learned reward is its "
                                   f"whole reward: learned_reward.weight must be 1.0, got {self.learned_reward.weight}")
-            if self.score_many is not None or self.episode_task is not None or self.attacks is not None:
-                raise DomainError(f"domain {self.name!r} has no verifier (score=None): score_many, episode_task and "
-                                  "attacks need one; remove them or pass score")
+            if (self.score_many is not None or self.episode_task is not None or self.attacks is not None
+                    or self.equivalents is not None):
+                raise DomainError(f"domain {self.name!r} has no verifier (score=None): score_many, episode_task, "
+                                  "attacks and equivalents need one; remove them or pass score")
         if self.extra_checks is not None and not callable(self.extra_checks):
             raise DomainError(f"domain {self.name!r}: extra_checks must be a callable or None, got "
                               f"{type(self.extra_checks).__name__}")
