@@ -62,5 +62,15 @@ lake_maintenance_job = dg.define_asset_job(
     description="Compact small files, expire old snapshots and remove orphan files in every lake table.",
 )
 
+# Per domain partition: the environment report card (assets.report_card); nightly for every domain
+# (nightly_report_card_schedule). A failed card refuses the domain's train set until a card passes.
+report_card_job = dg.define_asset_job(
+    "report_card_job", selection=dg.AssetSelection.assets("environment_report_card"),
+    partitions_def=domain_partitions,
+    description="Card one domain's verifier: recall on equivalent correct answers, fixed and searched hacks, "
+                "oracle and nop, hidden-test strength.",
+)
+
 JOBS = [ingest_job, domain_pipeline_job, difficulty_refresh_job, training_job, checkpoint_sweep_job,
-        checkpoint_evaluation_job, fast_variant_job, lake_maintenance_job]
+        checkpoint_evaluation_job, fast_variant_job, lake_maintenance_job,
+        report_card_job]

@@ -1,5 +1,5 @@
-"""Schedules: the nightly sweep of the champion and the latest checkpoint at 02:00 UTC, and the
-hourly lake maintenance.
+"""Schedules: the nightly sweep of the champion and the latest checkpoint at 02:00 UTC, the nightly
+report card of every domain at 03:00 UTC, and the hourly lake maintenance.
 
 The sweep is cached per item, so a nightly run of an unchanged checkpoint only generates what is
 new: domains added since (plugins), eval items added, or a changed generation config. Its runs
@@ -19,8 +19,8 @@ import datetime as dt
 
 import dagster as dg
 
-from pipelines.jobs import checkpoint_sweep_job, lake_maintenance_job
-from assets.partitions import checkpoint_partitions
+from pipelines.jobs import checkpoint_sweep_job, lake_maintenance_job, report_card_job
+from assets.partitions import checkpoint_partitions, domain_partitions
 from assets.resources import LakeResource, MlflowResource, PolicyResource
 
 
@@ -71,4 +71,14 @@ lake_maintenance_schedule = dg.ScheduleDefinition(
                 "team and cluster profiles.",
 )
 
-SCHEDULES = [nightly_sweep_schedule, lake_maintenance_schedule]
+@dg.schedule(cron_schedule="0 3 * * *", execution_timezone="UTC", job=report_card_job,
+             description="Nightly 03:00 UTC report card of every domain (after the sweep): a verifier changed by a "
+                         "plugin update or a new hack in the corpus is caught by the morning.")
+def nightly_report_card_schedule(context: dg.ScheduleEvaluationContext):
+    when = context.scheduled_execution_time or dt.datetime.now(dt.timezone.utc)
+    return [dg.RunRequest(partition_key=domain, run_key=f"card-{when:%Y%m%d}-{domain}",
+                          tags={"assay.trigger": "nightly"})
+            for domain in domain_partitions.get_partition_keys()]
+
+
+SCHEDULES = [nightly_sweep_schedule, nightly_report_card_schedule, lake_maintenance_schedule]

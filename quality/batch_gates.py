@@ -345,8 +345,13 @@ class TrainSet:
 
 def write_train_set(lake: Lake, domain: str) -> TrainSet:
     """Replace lake table ``train_set`` for ``domain`` with the in-band train rows of its accepted
-    batches (:func:`train_set_rows`), only when its latest gate evaluation passed: otherwise
-    :class:`TrainSetError` says which gate failed."""
+    batches (:func:`train_set_rows`), only when its latest gate evaluation passed and its newest
+    report card, if any, did not fail: otherwise :class:`TrainSetError` says which gate failed."""
+    from quality.report_card.card import card_problem
+
+    card = card_problem(lake, domain)
+    if card is not None:  # a verifier that refuses right answers or pays a hack trains nothing
+        raise TrainSetError(card + "; not building its train set")
     latest = gate_history.latest_verdict(lake, domain)
     if latest is None:
         raise TrainSetError(f"domain {domain!r} has no gate results: materialize gated_samples for it first")

@@ -16,6 +16,8 @@ The rules that follow, in one place:
   after an evaluation that passed; training may use it only while that evaluation is still the
   domain's latest (:func:`train_set_problem`). So when the latest evaluation failed, the domain
   has no train set until a later evaluation passes: never the previous one, silently;
+- a domain whose newest environment report card failed (``assay domains report``) may not be
+  trained on either, whatever its gates said, until a card passes;
 - rows of rejected batches do not count as already held by the lake (dedup, reused ids): a
   corrected file with the same ids can be ingested again.
 """
@@ -202,8 +204,15 @@ def train_set_problem(lake: Lake, domain: str, train_set_evaluations: list[str] 
 
     ``train_set_evaluations``: the distinct ``evaluation`` values of its train_set rows (None or
     empty when it has none). The rule: the latest evaluation passed and the train set was built
-    after it.
+    after it, and the domain's newest environment report card, if it has one, did not fail
+    (:func:`quality.report_card.card.card_problem`: a verifier that refuses right answers or pays a
+    hack must not train a policy).
     """
+    from quality.report_card.card import card_problem
+
+    card = card_problem(lake, domain)
+    if card is not None:
+        return card
     latest = latest_verdict(lake, domain)
     if latest is None:
         if train_set_evaluations:

@@ -233,6 +233,40 @@ REWARD_PROMOTIONS = {
     "p": pl.Float64, "pairs": pl.Int64, "decided_at": pl.Utf8,
 }
 
+# report_cards/domain=<d>/run=<r>/part.parquet  -- written by quality.report_card.card (`assay domains
+# report`, source "cli"; the nightly asset, source "dagster"): one row per (run, domain), the environment
+# report card. passed: null for a domain with no verifier (``skipped`` says why). oracle_pass: share of
+# items whose reference scored 1.0; nop_paid: share where a do-nothing completion scored > 0; recall with
+# its Wilson interval over recall_candidates equivalent correct answers, recall_bar the domain's bar;
+# fixed_families(_paid): reward_attacks families tried (paid); hack_search_tried/_paid: candidates the
+# budgeted search scored / paid completions it found; mutants/kill_rate/weak_items: hidden-test strength
+# (null: the domain has no hidden tests); audited_*: the newest labelled audit's rates (null: none);
+# difficulty_band .. contaminated: what the gates know (null: not in the lake). failures block the
+# domain's train set, warnings do not; evidence: JSON of the examples behind each figure.
+REPORT_CARDS = {
+    "run": pl.Utf8, "source": pl.Utf8, "domain": pl.Utf8, "passed": pl.Boolean, "failures": pl.List(pl.Utf8),
+    "warnings": pl.List(pl.Utf8), "skipped": pl.Utf8, "items": pl.Int64, "oracle_pass": pl.Float64,
+    "nop_paid": pl.Float64, "recall": pl.Float64, "recall_low": pl.Float64, "recall_high": pl.Float64,
+    "recall_candidates": pl.Int64, "recall_bar": pl.Float64, "worst_family": pl.Utf8,
+    "worst_family_recall": pl.Float64, "fixed_families": pl.Int64, "fixed_families_paid": pl.Int64,
+    "hack_search_tried": pl.Int64, "hack_search_paid": pl.Int64, "mutants": pl.Int64, "kill_rate": pl.Float64,
+    "weak_items": pl.Int64, "audited_labels": pl.Int64, "audited_fp": pl.Float64, "audited_fp_low": pl.Float64,
+    "audited_fp_high": pl.Float64, "audited_fn": pl.Float64, "audited_fn_low": pl.Float64,
+    "audited_fn_high": pl.Float64, "difficulty_band": pl.Utf8, "in_band_share": pl.Float64,
+    "quarantine_share": pl.Float64, "contaminated": pl.Int64, "evidence": pl.Utf8, "seconds": pl.Float64,
+    "created_at": pl.Utf8,
+}
+
+# verifier_audits/domain=<d>/audit=<a>/part.parquet  -- written by quality.report_card.audit (`assay domains
+# audit DOMAIN --labels FILE`): one row per completion a person labelled. stratum: unpaid_states_reference |
+# paid_without_reference | random; stratum_size: how many of the sweep's completions that stratum held;
+# paid: score >= the pass score; label: correct | incorrect | unsure.
+VERIFIER_AUDITS = {
+    "audit": pl.Utf8, "domain": pl.Utf8, "checkpoint": pl.Utf8, "item_id": pl.Utf8, "sample_idx": pl.Int64,
+    "stratum": pl.Utf8, "stratum_size": pl.Int64, "score": pl.Float64, "paid": pl.Boolean, "label": pl.Utf8,
+    "note": pl.Utf8, "completion": pl.Utf8, "reference": pl.Utf8, "labelled_at": pl.Utf8,
+}
+
 
 def empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)

@@ -26,6 +26,8 @@ page = st.navigation([
     st.Page("app_pages/training.py", title="Training", icon=":material/show_chart:", url_path="training"),
     st.Page("app_pages/regressions.py", title="Regressions", icon=":material/balance:", url_path="regressions"),
     st.Page("app_pages/variants.py", title="Variants", icon=":material/speed:", url_path="variants"),
+    st.Page("app_pages/report_cards.py", title="Report cards", icon=":material/fact_check:",
+            url_path="report-cards"),
 ])
 
 home = data.current_home()  # ASSAY_HOME and ASSAY_DOMAINS_PATH are read here, once per session

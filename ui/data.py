@@ -333,3 +333,14 @@ def mlflow_run(home: str, run_id: str) -> dict:
 
 def reload_all() -> None:
     st.cache_data.clear()
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def report_cards(home: str) -> pl.DataFrame:
+    """The newest environment report card of every domain, worst first (``ui.queries``)."""
+    con = Q.open_views(_lake(home), ["report_cards"])
+    try:
+        return Q.latest_report_cards(con)
+    finally:
+        con.close()
+

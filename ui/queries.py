@@ -29,7 +29,7 @@ VIEW_SOURCES: dict[str, tuple[str, str]] = {
     **{name: (name, "part") for name in (
         "gate_results", "difficulty", "train_set", "checkpoints", "training_history", "results",
         "sweep_summary", "regression", "promotions", "pass_rates", "variants", "variant_domains",
-        "reward_attacks", "reward_gates",
+        "reward_attacks", "reward_gates", "report_cards",
     )},
 }
 
@@ -737,3 +737,43 @@ def lake_domains(con, views: Sequence[str] = ("regression",)) -> list[str]:
         if has_view(con, view):
             names.update(r[0] for r in con.rows(f'SELECT DISTINCT domain FROM "{view}"') if r[0])
     return sorted(names)
+
+
+# -- environment report cards --------------------------------------------------------------------
+
+def latest_report_cards(con) -> pl.DataFrame:
+    """The newest report card of every domain (lake table ``report_cards``), worst first: failed
+    cards, then lowest recall, then most hacks paid; domains without a verifier last."""
+    if not has_view(con, "report_cards"):
+        return pl.DataFrame(schema=T.REPORT_CARDS)
+    frame = _frame(con, f"""
+        SELECT * EXCLUDE (rank) FROM (
+            SELECT *, row_number() OVER (PARTITION BY domain ORDER BY created_at DESC) AS rank FROM report_cards)
+        WHERE rank = 1""")
+    frame = T.conform(frame, T.REPORT_CARDS)
+    return report_card_order(frame)
+
+
+def report_card_order(frame: pl.DataFrame) -> pl.DataFrame:
+    """Worst first (see :func:`latest_report_cards`); ``paid`` = fixed families + search hacks paid."""
+    if not frame.height:
+        return frame
+    return (frame.with_columns(
+        (pl.col("fixed_families_paid").fill_null(0) + pl.col("hack_search_paid").fill_null(0)).alias("_paid"),
+        pl.col("passed").is_null().alias("_skipped"))
+        .sort(["_skipped", "passed", "recall", "_paid", "domain"], descending=[False, False, False, True, False],
+              nulls_last=True)
+        .drop("_paid", "_skipped"))
+
+
+def report_card_totals(cards: pl.DataFrame) -> dict:
+    """Counts over the newest cards: carded, failed, below their recall bar, hackable."""
+    carded = cards.filter(pl.col("passed").is_not_null()) if cards.height else cards
+    if not carded.height:
+        return {"carded": 0, "failed": 0, "below_bar": 0, "hackable": 0, "skipped": cards.height}
+    below = carded.filter(pl.col("recall") < pl.col("recall_bar")).height
+    hackable = carded.filter((pl.col("fixed_families_paid").fill_null(0) + pl.col("hack_search_paid").fill_null(0)
+                              + (pl.col("nop_paid").fill_null(0) > 0).cast(pl.Int64)) > 0).height
+    return {"carded": carded.height, "failed": carded.filter(~pl.col("passed")).height, "below_bar": below,
+            "hackable": hackable, "skipped": cards.height - carded.height}
+
