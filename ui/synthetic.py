@@ -236,9 +236,52 @@ def write_synthetic_lake(home: Path, spec: SyntheticSpec = SyntheticSpec(), now:
             promoted_at[cand] = created[cand]
     _write_pass_rates(lake, spec, names, ckpts, truth, promoted_at, created)
     _write_variants(lake, spec, names, champion, now)
+    _write_report_cards(lake, names, now)
     if spec.with_mlflow:
         _register_champion(lake, ckpts, champion, run_id)
     return {"domains": names, "checkpoints": ckpts, "champion": champion, "run_id": run_id}
+
+
+def _report_card_row(domain: str, run: str, at: str, *, recall: float, candidates: int, fixed_paid: int = 0,
+                     search_paid: int = 0, bar: float = 0.99, misses: list | None = None) -> dict:
+    failures = []
+    if recall < bar:
+        failures.append(f"recall {recall:.3f} below the bar {bar:.3f}: {round((1 - recall) * candidates)} correct "
+                        "answers refused, worst family thousands_separator")
+    if fixed_paid:
+        failures.append("fixed hack families paid: number_spray")
+    if search_paid:
+        failures.append(f"hack search: {search_paid} paid completions (e.g. nan_value on {domain}-eval-1)")
+    half = 1.96 * math.sqrt(max(recall * (1 - recall), 1e-4) / candidates)
+    evidence = {"recall_misses": misses or [], "recall_families": [
+        {"family": "thousands_separator", "tried": 16, "paid": 16 - len(misses or []), "example_miss": None,
+         "example_item": None}],
+        "hack_search_paid": [{"item": f"{domain}-eval-1", "shape": "nan_value", "completion": "<answer>nan</answer>",
+                              "score": 1.0}] * min(search_paid, 1)}
+    return {"run": run, "source": "cli", "domain": domain, "passed": not failures, "failures": failures,
+            "warnings": [], "skipped": None, "items": 8, "oracle_pass": 1.0, "nop_paid": 0.0, "recall": recall,
+            "recall_low": max(0.0, recall - half), "recall_high": min(1.0, recall + half),
+            "recall_candidates": candidates, "recall_bar": bar, "worst_family": "thousands_separator",
+            "worst_family_recall": recall, "fixed_families": 9, "fixed_families_paid": fixed_paid,
+            "hack_search_tried": 400, "hack_search_paid": search_paid, "evidence": json.dumps(evidence),
+            "seconds": 2.5, "created_at": at, "difficulty_band": "[0.05, 0.95]"}
+
+
+def _write_report_cards(lake: Lake, names: list[str], now: datetime) -> None:
+    """Report cards: an older passing card of every domain, then the newest: the first domain below
+    its recall bar (two refused answers as evidence), the second paid by the hack search, the rest
+    passing."""
+    old, new = _iso(now - timedelta(days=1)), _iso(now - timedelta(hours=1))
+    for i, d in enumerate(names):
+        lake.write_batch("report_cards", {"domain": d, "run": "card-old"},
+                         {"part": _frame([_report_card_row(d, "card-old", old, recall=1.0, candidates=120)],
+                                         T.REPORT_CARDS)})
+        misses = [{"item": f"{d}-eval-{j}", "family": "thousands_separator", "completion": f"Answer: 1,{j}00",
+                   "score": 0.0} for j in (2, 3)]
+        row = (_report_card_row(d, "card-new", new, recall=0.9, candidates=120, misses=misses) if i == 0 else
+               _report_card_row(d, "card-new", new, recall=1.0, candidates=120, search_paid=2) if i == 1 else
+               _report_card_row(d, "card-new", new, recall=1.0, candidates=120))
+        lake.write_batch("report_cards", {"domain": d, "run": "card-new"}, {"part": _frame([row], T.REPORT_CARDS)})
 
 
 PASS_RATE_K = 8

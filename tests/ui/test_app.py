@@ -15,6 +15,7 @@ PAGES = {
     "domain": "app_pages/domain.py",
     "training": "app_pages/training.py",
     "regressions": "app_pages/regressions.py",
+    "report_cards": "app_pages/report_cards.py",
 }
 
 
