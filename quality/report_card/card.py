@@ -444,7 +444,7 @@ def card_problem(lake, domain: str) -> str | None:
     rows = latest_card_rows(lake, [domain])
     if not rows.height or rows["passed"][0] is not False:
         return None
-    failures = list(rows["failures"][0] or [])
+    failures = rows["failures"].to_list()[0] or []
     return (f"domain {domain!r}: its newest report card ({rows['run'][0]}) failed: " + "; ".join(failures[:3]) +
             f". Fix the verifier, then run `assay domains report {domain}`")
 
