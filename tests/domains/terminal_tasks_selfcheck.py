@@ -81,7 +81,9 @@ WRONG: dict[str, dict[str, str]] = {
                        "row count": "echo $(( $(wc -l < sales.csv) - 1 )) > total.txt"},
     "log_count_errors": {"grep -c ERROR": "grep -c ERROR app.log > errors.txt",
                          "case-insensitive": "grep -ci error app.log > errors.txt",
-                         "off by one": "echo $(( $(awk '$3 == \"ERROR\"' app.log | wc -l) + 1 )) > errors.txt"},
+                         "off by one": "echo $(( $(awk '$3 == \"ERROR\"' app.log | wc -l) + 1 )) > errors.txt",
+                         # a surviving mutant of the oracle until levels like NOERROR were added
+                         "level contains ERROR": "cut -d' ' -f3 app.log | grep -c ERROR > errors.txt"},
     "extract_emails": {"duplicates kept": "grep -oE '[a-z0-9._%+-]+@[a-z0-9.-]+\\.[a-z]+' contacts.txt | sort > emails.txt",
                        "unsorted": "grep -oE '[a-z0-9._%+-]+@[a-z0-9.-]+\\.[a-z]+' contacts.txt | awk '!s[$0]++' > emails.txt",
                        "trailing dots kept": "grep -oE '[a-z0-9._%+-]+@[a-z0-9.-]+' contacts.txt | sort -u > emails.txt"},
@@ -113,6 +115,9 @@ WRONG: dict[str, dict[str, str]] = {
         "grep level=error": "grep 'level=error' service.log | cut -c12-13 | sort | uniq -c | awk '{ print $2, $1 }' > errors_by_hour.txt",
         "all levels": "cut -c12-13 service.log | sort | uniq -c | awk '{ print $2, $1 }' > errors_by_hour.txt",
         "COUNT HH order": "awk '$2 == \"level=error\" { print substr($1, 12, 2) }' service.log | sort | uniq -c > errors_by_hour.txt",
+        # a surviving mutant of the oracle until the log spanned two days
+        "no sort before uniq": "grep -E '^[^ ]+ level=error ' service.log | cut -c12-13 | uniq -c "
+                               "| sed -E 's/^ *([0-9]+) (.*)$/\\2 \\1/' > errors_by_hour.txt",
     },
     "csv_group_totals": {
         "units, not revenue": "{ echo region,revenue; awk -F, 'NR > 1 { r[$1] += $3 } END { for (k in r) printf \"%s,%.2f\\n\", k, r[k] }' orders.csv | sort; } > region_totals.csv",
@@ -204,6 +209,7 @@ EOF""",
         "no negative numbers": None,
         "leftover values not an error": None,
         "error with status 0": None,
+        "unknown tokens skipped": None,  # a surviving mutant of the oracle until "3 4 + x" was tested
         "python eval of infix": "printf 'import sys\\nprint(eval(sys.argv[1]))\\n' > rpn.py",
         "the instruction's examples hard-coded": ("printf 'import sys\\nknown = {\"3 4 + 2 *\": 14, \"5 1 2 + 4 * + 3 -\": 14, \"7 2 -\": 5}\\n"
                                                    "print(known.get(sys.argv[1], \"error\"))\\n' > rpn.py"),
@@ -231,6 +237,8 @@ WRONG["write_rpn_calculator"]["no negative numbers"] = _oracle_variant("write_rp
 WRONG["write_rpn_calculator"]["leftover values not an error"] = _oracle_variant(
     "write_rpn_calculator", "if len(stack) != 1:", "if not stack:")
 WRONG["write_rpn_calculator"]["error with status 0"] = _oracle_variant("write_rpn_calculator", "sys.exit(1)", "sys.exit(0)")
+WRONG["write_rpn_calculator"]["unknown tokens skipped"] = _oracle_variant(
+    "write_rpn_calculator", 'raise ValueError(f"unknown token {token}")', "pass")
 
 
 def check_task_yaml(folder: Path) -> list[str]:

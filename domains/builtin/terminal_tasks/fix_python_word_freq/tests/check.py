@@ -77,7 +77,7 @@ sys.stdout.write("@@CASE-RESULTS@@" + json.dumps(results, default=repr))
 '''
 
 
-def run_cases(cases, timeout=60):
+def run_cases(cases, timeout=30):
     """[(module, function, args)] -> one {"value"|"raised", "args_changed"} per case."""
     try:
         proc = subprocess.run([sys.executable, "-I", "-B", "-c", CHILD], input=json.dumps(cases),

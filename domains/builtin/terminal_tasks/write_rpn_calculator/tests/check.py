@@ -72,7 +72,9 @@ good = [("7", 7), ("-3", -3), ("2 3 -", -1), ("3 -4 *", -12), ("3 4 + 2 *", 14),
 for _ in range(30):
     tokens, value = expression(4)
     good.append((" ".join(tokens), value))
-bad = ["", "+", "1 +", "1 2", "1 2 3 +", "2 x *", "3 4 ^", "1.5 2 +", "4 2 /", "- 1 2"]
+bad = ["", "+", "1 +", "1 2", "1 2 3 +", "2 x *", "3 4 ^", "1.5 2 +", "4 2 /", "- 1 2",
+       # an unknown token that leaves a valid expression when skipped (a program that skips it passed before)
+       "3 4 + x", "7 #", "12 1e3"]
 if not os.path.isfile("rpn.py") or os.path.islink("rpn.py"):
     fail("rpn.py is missing or not a regular file")
 
