@@ -4,13 +4,15 @@ Mutation testing (:mod:`quality.report_card.mutants`) found problems whose ``che
 non-equivalent mutant of the canonical solution pass: a lookup table of the docstring's examples
 (HumanEval/34's test is exactly its docstring example; /40's and /54's extra cases all expect the
 most common example value), or a real bug (a wrong digit value in /19, a closest pair by sum in
-/20, an ``is_prime`` that calls every number prime in /127, ``2`` not prime in /59).
+/20, an ``is_prime`` that calls every number prime in /127, ``2`` not prime in /59, and in /10,
+/43, /46, /85 and /108 the cases their tests never reach: see each ``gap``).
 
 For those problems only, the hidden test gets supplementary inputs by differential testing against
 the canonical solution, decided here and not by hand per input:
 
 1. each input is derived from one the problem's own test records, by type-preserving
-   perturbations (:func:`perturb`: an int moved by a little or taken from another recorded input,
+   perturbations (:func:`perturb`: an int moved by a little, negated, doubled, its digits reversed
+   or one added, or taken from another recorded input,
    a list shuffled, shortened, lengthened with recorded elements, a string's characters or words
    shuffled, dropped, repeated or swapped for recorded ones), drawn from a generator seeded by the
    task id, so every process derives the same inputs;
@@ -20,7 +22,9 @@ the canonical solution, decided here and not by hand per input:
 3. the expected result is the canonical solution's (so a problem whose canonical solution is wrong
    somewhere, like /124's day check, gets no supplement: the differential oracle would be wrong);
 4. inputs are taken round-robin over the canonical results they give, so no one answer (the
-   lookup table's fallback) covers most of them.
+   lookup table's fallback) covers most of them; within each, the smallest inputs (they hold the
+   boundaries, as property-based testing's shrinking finds: n = 4, one element, one pair)
+   alternate with inputs from anywhere in the walk (further from the recorded ones).
 
 Each supplement was checked against independent correct solutions, written from the docstring
 with other algorithms (``tests/domains/test_code_supplements.py``): they still score 1.0.
@@ -86,6 +90,11 @@ def _lower_words(*words: Any) -> bool:
 
 
 SUPPLEMENTS: dict[str, Supplement] = {
+    "HumanEval/10": Supplement(
+        gap="a search for the palindromic suffix that walks backwards (string[-1:] is one) passed: no test needs a "
+            "suffix longer than one character that is not the whole string",
+        precondition="a string (kept to 30 characters)",
+        admits=lambda s: isinstance(s, str) and len(s) <= 30),
     "HumanEval/19": Supplement(
         gap="a digit word mapped to a wrong value ('six': 7) passed: the test never orders six against seven",
         precondition="a space-delimited string of the words 'zero' to 'nine'",
@@ -94,7 +103,7 @@ SUPPLEMENTS: dict[str, Supplement] = {
         gap="the pair with the smallest |a + b| (not |a - b|) passed",
         precondition="a list of at least two floats with one closest pair (the docstring returns 'two that are "
                      "the closest'; a tie would allow either pair)",
-        admits=_unique_closest_pair),
+        admits=_unique_closest_pair, count=48),  # more: the bug shows only when the first two nearly cancel
     "HumanEval/34": Supplement(
         gap="a lookup table of the docstring example passed: the test is that one example",
         precondition="a list of integers",
@@ -104,6 +113,14 @@ SUPPLEMENTS: dict[str, Supplement] = {
             "reuses one element (range(j - 1, ...))",
         precondition="a list of integers",
         admits=_ints, count=60),  # more: the reused-element bug needs 2a + b == 0 without a real triple
+    "HumanEval/43": Supplement(
+        gap="a pair search that skips neighbours (range(i + 2, ...)) passed",
+        precondition="a list of integers",
+        admits=_ints, count=60),  # more: the bug shows only where the one zero-sum pair is adjacent
+    "HumanEval/46": Supplement(
+        gap="fib4 that indexes its table of four for n <= 4 (an IndexError at 4) passed: n = 4 is never tested",
+        precondition="an integer n >= 0 (kept to 40)",
+        admits=lambda n: type(n) is int and 0 <= n <= 40, count=41),  # every n to 40 (fib4(4) == fib4(2))
     "HumanEval/54": Supplement(
         gap="a lookup table of the docstring examples returning False otherwise passed",
         precondition="two words (lower-case letters)",
@@ -112,6 +129,15 @@ SUPPLEMENTS: dict[str, Supplement] = {
         gap="an is_prime that calls 2 not prime (k <= 2) passed: no test has 2 as its largest prime factor",
         precondition="an integer n > 1 that is not a prime (kept below 5000: the canonical search is linear)",
         admits=lambda n: type(n) is int and 1 < n < 5000 and not _is_prime(n)),
+    "HumanEval/85": Supplement(
+        gap="a loop reading one index past the end on odd lengths (range(1, len(lst) + 1, 2)) passed: every test "
+            "list has an even length",
+        precondition="a non-empty list of integers",
+        admits=lambda lst: _ints(lst) and len(lst) > 0),
+    "HumanEval/108": Supplement(
+        gap="a digit sum that drops the first digit of a negative number instead of negating it passed",
+        precondition="a list of integers",
+        admits=_ints, count=60),  # more: few lists hold a negative number whose first digit outweighs the rest
     "HumanEval/127": Supplement(
         gap="an is_prime that calls every number prime (its divisor check deleted) passed",
         precondition="two closed intervals (start, end) of integers with start <= end",
@@ -151,7 +177,10 @@ def perturb(value: Any, rng: random.Random, pool: dict[str, list]) -> Any:
     if type(value) is bool:
         return not value
     if type(value) is int:
-        choices = [lambda: value + rng.choice((-3, -2, -1, 1, 2, 3)), lambda: -value, lambda: value * 2]
+        sign = -1 if value < 0 else 1
+        choices = [lambda: value + rng.choice((-3, -2, -1, 1, 2, 3)), lambda: -value, lambda: value * 2,
+                   lambda: sign * int(str(abs(value))[::-1]),  # its digits reversed
+                   lambda: value * 10 + sign * rng.randrange(10)]  # one digit more
         if pool["int"]:
             choices.append(lambda: rng.choice(pool["int"]))
         return rng.choice(choices)()
@@ -212,8 +241,9 @@ def _perturb_list(items: list, rng: random.Random, pool: dict[str, list]) -> lis
     elif kind == "insert" and pool["element"]:
         items.insert(rng.randrange(len(items) + 1), copy.deepcopy(rng.choice(pool["element"])))
     elif items:
-        index = rng.randrange(len(items))
-        items[index] = perturb(items[index], rng, pool)
+        for _ in range(rng.randint(1, 3)):
+            index = rng.randrange(len(items))
+            items[index] = perturb(items[index], rng, pool)
     return items
 
 
@@ -249,8 +279,20 @@ def supplementary_calls(task_id: str, supplement: Supplement, solution: Callable
         by_result.setdefault(repr(value), []).append((call, value))
         if len(sources) >= supplement.count * 8:
             break
+    # each answer in turn, the groups with the smallest inputs first; within a group the smallest
+    # input and one from anywhere in the walk alternately (small inputs hold the boundaries: n = 4,
+    # one element, a pair; the rest of the walk holds what lies further from the recorded inputs)
+    def size(item: tuple[Call, Any]) -> int:
+        return len(item[0].fingerprint())
+
+    groups = []
+    for group in by_result.values():
+        rest, ordered = sorted(group, key=size), []
+        while rest:
+            ordered.append(rest.pop(0) if len(ordered) % 2 == 0 else rest.pop(rng.randrange(len(rest))))
+        groups.append(ordered)
+    groups.sort(key=lambda group: (size(group[0]), group[0][0].fingerprint()))
     chosen: list[tuple[Call, Any]] = []
-    groups = [by_result[key] for key in sorted(by_result)]
     while len(chosen) < supplement.count and any(groups):
         for group in groups:
             if group and len(chosen) < supplement.count:
