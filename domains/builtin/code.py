@@ -20,7 +20,7 @@ The verdict is decided where that program cannot reach it (``_humaneval_checks``
 1. Once per problem, the host runs HumanEval's trusted program (prompt + canonical solution +
    ``check``) and records the calls ``check`` makes on the candidate (the test inputs) and the
    canonical results (randomised tests draw from a private generator seeded by the task id).
-   Seven problems whose own tests pass wrong programs (found by mutation testing, e.g. /34's test
+   Twelve problems whose own tests pass wrong programs (found by mutation testing, e.g. /34's test
    is its docstring example) get supplementary inputs derived from those, inside the docstring's
    precondition, expected to give the canonical results (``_humaneval_supplements``).
 2. The sandbox runs the candidate's program on those inputs and returns its results as plain data
