@@ -28,7 +28,8 @@ Any other domain has no reference program: :func:`test_strength` returns None fo
 Every item's unmutated reference, sent the same way, is the control: an item whose control does
 not score 1.0 is skipped (named in ``skipped``) and counts nowhere. Everything is scored in one
 batch, so a domain's own parallel scorer (``code``'s sandbox pool, the task suite's thread pool)
-spreads the work.
+spreads the work. Cost: items x (``mutants_per_item`` + 1) scorings; with the defaults ``code``
+is 1,604 sandbox runs (164 items) and the built-in terminal suite 189 episodes (28 tasks).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from quality.report_card import mutation_operators as ops
 
 PYTHON_FUNCTION = "python_function"
 BASH_SCRIPT = "bash_script"
+MAX_ITEMS = 10_000  # "every item" of a domain whose samples never run out (a procedural one)
 _SCRIPT_FILE = "/tmp/assay-mutant.sh"  # the episode's private /tmp, fresh for each command
 _SCRIPT_END = "ASSAY_MUTANT_SCRIPT_END"
 
@@ -198,7 +200,7 @@ def _module_mutants(body: str) -> list[ops.Mutant]:
 
 def _items(domain: Domain, items: int | None) -> list[dict]:
     """Eval items first, then train (both splits feed training or sweeps), each once."""
-    wanted = items if items is not None else 1_000_000
+    wanted = items if items is not None else MAX_ITEMS
     rows, seen = [], set()
     for split in ("eval", "train"):
         if len(rows) >= wanted:
@@ -212,8 +214,8 @@ def _items(domain: Domain, items: int | None) -> list[dict]:
 
 def test_strength(domain: Domain, *, items: int | None = None, config: MutationConfig | None = None,
                   samples: Sequence[dict] | None = None) -> MutationReport | None:
-    """Mutation kill rate of ``domain``'s hidden tests over ``items`` items (None: all, eval first)
-    or the given ``samples``; None when the domain's samples carry no reference program (see the
+    """Mutation kill rate of ``domain``'s hidden tests over ``items`` items (None: all, up to
+    MAX_ITEMS, eval first) or the given ``samples``; None when the domain's samples carry no reference program (see the
     module docstring)."""
     config = config or MutationConfig()
     if items is not None and (not isinstance(items, int) or items < 1):
@@ -279,16 +281,5 @@ def test_strength(domain: Domain, *, items: int | None = None, config: MutationC
 test_strength.__test__ = False  # a library function named test_*: not for pytest to collect
 
 
-def surviving_programs(domain: Domain, sample: dict, config: MutationConfig | None = None) -> list[ops.Mutant]:
-    """The mutants of one item that its tests pay (for audits and tests of a fix)."""
-    config = config or MutationConfig()
-    program = reference_program(domain, sample)
-    if program is None:
-        return []
-    mutants = program.mutants(config, random.Random(f"{config.seed}:{sample['id']}"))
-    scores = domain.safe_score_many([program.completion(m.program, config) for m in mutants], [sample] * len(mutants))
-    return [m for m, score in zip(mutants, scores) if score >= 1.0]
-
-
-__all__ = ["BASH_SCRIPT", "MutationConfig", "MutationReport", "PYTHON_FUNCTION", "ReferenceProgram",
-           "reference_program", "surviving_programs", "test_strength"]
+__all__ = ["BASH_SCRIPT", "MAX_ITEMS", "MutationConfig", "MutationReport", "PYTHON_FUNCTION", "ReferenceProgram",
+           "reference_program", "test_strength"]
