@@ -12,6 +12,14 @@ that training stated. Scoring reads the completion's marked answer (``Answer:``,
 ``<answer>``) or its last line and looks for the reference (or an accepted alias) as a whole
 phrase in a short span, ignoring case, accents and punctuation; element symbols are matched
 case-sensitively ("In" is not "in").
+
+A span names ONE candidate (issue 41): besides the answer's own words it may hold only framing
+("the capital city is", "its ISO 4217 code is"), the question's words restated (also as an
+adjective: "Japanese yen", "the Peruvian capital") and initials ("Bogotá, D.C."). Another known
+answer of the item's kind is a spray, and so is any other word: the scorer cannot list every
+made-up city, currency code or element symbol, so "Answer: Lima, Xandoria" and "XQA / JPY" are
+not paid. With no declared answer, bare candidate lines above the last line ("Xandoria\nLima")
+are a spray too.
 """
 
 from __future__ import annotations
@@ -21,13 +29,22 @@ import unicodedata
 from functools import lru_cache
 
 from domains import Domain
-from domains.builtin._common import (ANSWER_HINT, declared_answer, declared_number, read_json,
-                                     seeded_rng, stream_split)
+from domains.builtin._common import (ANSWER_HINT, declared_answer, declared_number, final_answer_text, read_json,
+                                     seeded_rng, stated_answers, stream_split)
 
 OWNER = "knowledge-team@assay.dev"
 EVAL_SHARE = 0.3
 FACT_FILES = ("default", "expanded_150", "commonsense", "truthfulqa", "medical", "mandela")
 MAX_EXTRA_WORDS = 8  # a span may say "The capital of Peru is Lima." around the answer
+# What a span may say around its one answer besides the question's own words: "The capital city is
+# Lima", "Its ISO 4217 code is JPY", "Fe is the chemical symbol". Any other word is a candidate of
+# its own (an invented city, a made-up code), and a span naming several candidates is a spray.
+FRAMING = frozenset("""
+a an the is are was it its it's that this which what of in for to and as be my final answer so i think believe
+capital city town seat government official national largest country nation currency code iso standard three
+letter letters abbreviation abbreviated short for called named known name spelled chemical element symbol atomic
+periodic table
+""".split())
 SUFFIX = " " + ANSWER_HINT
 
 
@@ -129,6 +146,56 @@ def _stated_options(words: list[str], kind: str, *, exact_case: list[str] | None
             if any(_contains_phrase(words, a.split()) for a in aliases if a)}
 
 
+_HINT_WORDS = frozenset(_fold(ANSWER_HINT + " what which used in the of").split())
+
+
+def _framing(word: str, question: set[str], *, initials: bool = True) -> bool:
+    """A word a span may hold around its answer: framing, a word of the question (also in another
+    form: "Japanese" for "Japan", "Peruvian" for "Peru"), or an initial ("Bogotá, D.C."; not among
+    element symbols, where a lone letter is a candidate)."""
+    if word in FRAMING or word in question or (initials and len(word) == 1):
+        return True
+    names = question - FRAMING - _HINT_WORDS  # "peru", "japan": what the question is about
+    return len(word) >= 4 and any(len(q) >= 4 and (word.startswith(q) or q.startswith(word)) for q in names)
+
+
+def _besides(words: list[str], answer_phrases: list[list[str]]) -> list[str]:
+    """``words`` less every occurrence of the answer's phrases (any alias, longest first)."""
+    left = list(words)
+    for phrase in sorted(answer_phrases, key=len, reverse=True):
+        k, i = len(phrase), 0
+        while k and i <= len(left) - k:
+            if left[i:i + k] == phrase:
+                del left[i:i + k]
+            else:
+                i += 1
+    return left
+
+
+def _only_framing_besides(words: list[str], answer_phrases: list[list[str]], question: set[str], *,
+                          initials: bool = True) -> bool:
+    """``words`` less the answer's phrases holds framing only."""
+    return all(_framing(w, question, initials=initials) for w in _besides(words, answer_phrases))
+
+
+BARE_LINE_WORDS = 3  # an undeclared line this short is a candidate, not reasoning ("Lima", "Xandor City")
+
+
+def _hedged_lines(completion: str, answer_phrases: list[list[str]], question: set[str], *,
+                  initials: bool = True) -> bool:
+    """With no declared answer the last line is read; bare candidate lines above it that name
+    something else ("Xandor\nQualto\nLima") are a spray, not reasoning."""
+    if stated_answers(completion) or final_answer_text(completion) is not None:
+        return False
+    lines = [ln for ln in completion.splitlines() if ln.strip()]
+    for line in lines[:-1]:
+        words = _fold(line).split()
+        if 0 < len(words) <= BARE_LINE_WORDS and not _only_framing_besides(words, answer_phrases, question,
+                                                                             initials=initials):
+            return True
+    return False
+
+
 def score(completion: str, sample: dict) -> float:
     if not isinstance(completion, str) or not completion.strip():
         return 0.0
@@ -145,19 +212,29 @@ def score(completion: str, sample: dict) -> float:
     span = declared_answer(completion)
     if span is None:
         return 0.0
-    # The span must name one candidate of the item's kind: listing several is a spray.
+    # The span must name one candidate: another of the item's kind, or any word that is neither the
+    # answer nor framing (a made-up city, code or symbol beside the right one), makes it a spray.
+    question = set(_fold(str(sample.get("prompt") or "")).split())
+    phrases = [_fold(a).split() for a in aliases]
+    if _hedged_lines(completion, phrases, question, initials=kind != "element_symbol"):
+        return 0.0
     if kind == "element_symbol":
         words = re.findall(r"[A-Za-z]+", span)
         named = _stated_options([], kind, exact_case=words)
-        return 1.0 if named == {answer} and len(words) <= 1 + MAX_EXTRA_WORDS else 0.0
+        others = [w.casefold() for w in words if w != answer]
+        return 1.0 if (named == {answer} and len(words) <= 1 + MAX_EXTRA_WORDS
+                       and all(_framing(w, question, initials=False) for w in others)) else 0.0
     words = _fold(span).split()
-    if kind in ("capital", "currency", "element_name") and _stated_options(words, kind) - {answer}:
+    if not any(_contains_phrase(words, alias_words) for alias_words in phrases):
         return 0.0
-    for alias in aliases:
-        alias_words = _fold(alias).split()
-        if _contains_phrase(words, alias_words) and len(words) <= len(alias_words) + MAX_EXTRA_WORDS:
-            return 1.0
-    return 0.0
+    # what the span says besides the answer ("City of Victoria" holds "Victoria", another capital,
+    # as part of the answer itself: only what lies outside the answer's words can be another one)
+    left = _besides(words, phrases)
+    if kind in ("capital", "currency", "element_name") and _stated_options(left, kind) - {answer}:
+        return 0.0
+    # the question restated costs nothing ("The capital of Democratic Republic of the Congo is ...")
+    return 1.0 if (all(_framing(w, question) for w in left)
+                   and len([w for w in left if w not in question]) <= MAX_EXTRA_WORDS) else 0.0
 
 
 DOMAIN = Domain(

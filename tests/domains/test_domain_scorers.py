@@ -63,8 +63,8 @@ def test_finance_relative_tolerance(registry, completion, score):
     ("It could be Bogota or Medellin or Cali, or maybe somewhere else entirely in the country", 0.0),
 ])
 def test_general_qa_capital_aliases_accents_and_hedges(registry, completion, score):
-    sample = {"id": "g", "prompt": "", "answer": "Bogotá",
-              "metadata": {"kind": "capital", "aliases": ["Bogotá"]}}
+    sample = {"id": "g", "prompt": "What is the capital of Colombia? Finish with a line 'Answer: <your answer>'.",
+              "answer": "Bogotá", "metadata": {"kind": "capital", "aliases": ["Bogotá"]}}
     assert registry.get("general_qa").score(completion, sample) == score
 
 
