@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from typing import Iterable, Iterator
 
 from domains.base import Domain, DomainError
+from storage.errors import UserError
 
 DOMAINS_PATH_ENV = "ASSAY_DOMAINS_PATH"
 # domains a sweep of "every domain" (the nightly schedule, the new-checkpoint sensor, `assay sweep`
@@ -43,7 +44,7 @@ class PluginError:
         return f"{self.source}: {self.reason}"
 
 
-class UnknownDomainError(KeyError):
+class UnknownDomainError(UserError, KeyError):
     def __init__(self, name: str, known: Iterable[str]):
         known = sorted(known)
         shown = ", ".join(known[:12]) + (f", ... ({len(known)} in all)" if len(known) > 12 else "")

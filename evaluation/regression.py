@@ -82,6 +82,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import polars as pl
 
+from storage.errors import UserError
+
 REQUIRED_COLUMNS = ("domain", "item_id", "sample_idx", "score")
 DEFAULT_MARGIN = 0.01       # one point on a 0-1 score
 DEFAULT_ALPHA = 0.05        # one-sided level of each test, and the Holm family-wise level
@@ -96,7 +98,7 @@ VERDICTS = ("ok", "warn", "regression", "underpowered")
 NOT_COMPARABLE = "not_comparable"   # the lake verdict of a domain swept under different gen configs
 
 
-class RegressionInputError(ValueError):
+class RegressionInputError(UserError, ValueError):
     """The results given to the regression report break the input contract."""
 
 
@@ -663,11 +665,12 @@ def recorded_configs(frame: pl.DataFrame) -> dict[str, str]:
 
 def read_results_file(path: str) -> pl.DataFrame:
     """Read a per-sample results file (Parquet, CSV or JSONL) for :func:`compare_results`."""
-    from pathlib import Path
+    from storage.readers import UnreadableFile, check_readable
 
-    p = Path(path)
-    if not p.is_file():
-        raise RegressionInputError(f"{path}: no such file")
+    try:
+        p = check_readable(path)
+    except UnreadableFile as exc:
+        raise RegressionInputError(str(exc)) from None
     suffix = p.suffix.lower()
     try:
         if suffix == ".parquet":

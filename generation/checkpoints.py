@@ -26,12 +26,13 @@ import polars as pl
 
 from storage import tables, tracking
 from storage.lake import Lake
+from storage.errors import UserError
 
 TABLE = "checkpoints"
 METADATA_FILE = "assay_checkpoint.json"
 
 
-class CheckpointError(LookupError):
+class CheckpointError(UserError, LookupError):
     """A checkpoint reference that names no registered checkpoint."""
 
 

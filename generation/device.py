@@ -22,11 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from storage.errors import UserError
+
 DeviceChoice = Literal["auto", "cpu", "cuda"]
 DEVICE_CHOICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 
 
-class DeviceError(ValueError):
+class DeviceError(UserError, ValueError):
     """A device (or precision on that device) this machine cannot train on, with what to change."""
 
 

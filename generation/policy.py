@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 
 from storage.lake import resolve_home
+from storage.errors import UserError
 
 SMOLLM2 = "smollm2"
 TINY = "tiny"
@@ -36,7 +37,7 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DTYPES = ("float32", "bfloat16")
 
 
-class PolicyError(ValueError):
+class PolicyError(UserError, ValueError):
     """A policy reference that names nothing loadable."""
 
 

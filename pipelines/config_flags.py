@@ -4,7 +4,8 @@ Every user-settable knob in Assay is a field of a pydantic model with ``Field(de
 description=...)`` (:mod:`assets.config_bridge` says why and how Dagster configs are derived
 from the same models). A command that exposes such a model adds its flags with
 :func:`add_model_flags` (flag ``--max-new-tokens`` for field ``max_new_tokens``, help = the
-field's description plus its default, ``choices`` from a ``Literal``) and builds the model from the
+field's description plus its default, ``choices`` from a ``Literal``; a :data:`DomainNames` field takes
+a list of domains in the CLI's one convention, :func:`pipelines.cli.add_domains_argument`) and builds the model from the
 parsed arguments with :func:`model_from_args`, which turns a validation error into one line naming
 the flag, the value and the model's own message (exit 2).
 
@@ -16,11 +17,26 @@ from __future__ import annotations
 
 import argparse
 import types
-from typing import Any, Iterable, Literal, Mapping, Union, get_args, get_origin
+from typing import Annotated, Any, Iterable, Literal, Mapping, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from assets.config_problems import problems  # noqa: F401 (re-exported: pipelines.config_flags.problems)
+
+
+class _DomainList:
+    """Marks a model field as a list of domains (see :data:`DomainNames`)."""
+
+
+def _domain_words(value: Any) -> Any:
+    from pipelines.cli import split_domain_words
+
+    return split_domain_words(value) if isinstance(value, (str, list, tuple)) else value
+
+
+# A list of domain names, given (from Python, YAML or the command line) as words each of which may
+# hold commas: "a,b", ["a", "b,c"] and ["a", "b", "c"] validate to the same list.
+DomainNames = Annotated[list[str], BeforeValidator(_domain_words), _DomainList()]
 
 
 def flag_name(field: str) -> str:
@@ -61,6 +77,12 @@ def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], *, 
         help_text = field.description + ("" if default is None else f" (default: {_shown(default)})")
         help_text = help_text.replace("%", "%%")  # argparse expands %-formats in help ("95% CI" would break --help)
         annotation, _ = _strip_optional(field.annotation)
+        if any(isinstance(m, _DomainList) for m in field.metadata):
+            from pipelines.cli import add_domains_argument
+
+            add_domains_argument(parser, flag_name(name), dest=name, default=default, help=help_text.replace("%%", "%"),
+                                 metavar=metavars.get(name, "DOMAIN"))
+            continue
         options: dict[str, Any] = {"dest": name, "default": default, "help": help_text}
         if annotation is bool:
             options["action"] = "store_true" if default is False else argparse.BooleanOptionalAction

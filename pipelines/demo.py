@@ -30,7 +30,9 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pipelines.config_flags import DomainNames
 from storage import deployment
+from storage.errors import UserError
 
 # Domain packs (one module registering many domains) are left out of the default "core" demo.
 PACK_SOURCES = ("domains/builtin/reasoning_gym_pack.py",)
@@ -49,9 +51,10 @@ class DemoOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    domains: str = Field("core", description="'core' (the built-in domains without the 100+ reasoning-gym pack "
-                                             "domains, the terminal-task suite and the long-context buckets), 'builtin' (every built-in domain, pack included: about an "
-                                             "hour here), 'all' (plugins too) or a comma-separated list")
+    domains: DomainNames = Field(["core"], description="domain names, or one of 'core' (the built-in domains without "
+                                 "the 100+ reasoning-gym pack domains, the terminal-task suite and the long-context "
+                                 "buckets), 'builtin' (every built-in domain, pack included: about an hour here) and "
+                                 "'all' (plugins too)")
     train_samples: int = Field(64, description="generated train rows per domain")
     recipe: str = Field("smollm2", description="training recipe: smollm2, tiny or a YAML path")
     train_domain: str = Field("math_arith_easy", description="domain to train on (the default, math_arith_easy, "
@@ -79,18 +82,27 @@ class DemoOptions(BaseModel):
         return value
 
 
-def select_domains(spec: str) -> list[str]:
-    from domains import get_registry
+DOMAIN_SETS = ("core", "builtin", "all")
 
+
+def select_domains(spec: list[str] | str) -> list[str]:
+    """The demo's domains: one of :data:`DOMAIN_SETS`, or names (words, each may hold commas)."""
+    from domains import get_registry
+    from pipelines.cli import split_domain_words
+
+    names = split_domain_words(spec)
+    sets = [n for n in names if n in DOMAIN_SETS]
+    if sets and len(names) > 1:
+        raise UserError(f"--domains {' '.join(names)}: {sets[0]!r} names a set of domains and stands alone; give "
+                       f"one of {', '.join(DOMAIN_SETS)} or domain names")
     registry = get_registry()
     builtin = [d.name for d in registry if registry.sources[d.name].startswith("domains/builtin/")]
-    if spec == "builtin":
+    if names == ["builtin"]:
         return builtin
-    if spec == "core":
+    if names == ["core"]:
         return [n for n in builtin if registry.sources[n] not in PACK_SOURCES + EPISODE_SOURCES + LONG_CONTEXT_SOURCES]
-    if spec == "all":
+    if names == ["all"]:
         return registry.names
-    names = [n.strip() for n in spec.split(",") if n.strip()]
     for name in names:
         registry.get(name)  # raises UnknownDomainError with the known names
     return names
@@ -103,10 +115,10 @@ def check_training_choice(options: DemoOptions, names: list[str]) -> None:
 
     get_registry().get(options.train_domain)  # UnknownDomainError with the known names
     if options.train_domain not in names:
-        raise ValueError(f"--train-domain {options.train_domain!r} is not among the demo's domains "
-                         f"(--domains {options.domains}): add it to --domains or choose one of "
+        raise UserError(f"--train-domain {options.train_domain!r} is not among the demo's domains "
+                         f"(--domains {' '.join(options.domains)}): add it to --domains or choose one of "
                          f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
-    # parses and validates the whole recipe (name, keys, values): RecipeError is a ValueError
+    # parses and validates the whole recipe (name, keys, values): RecipeError is a UserError
     load_recipe(options.recipe, domains=[options.train_domain], max_steps=options.steps)
 
 
@@ -324,7 +336,8 @@ def _run_stages(runner: JobRunner, lake, names: list[str], options: DemoOptions)
 
     if not options.skip_training:
         if options.train_domain not in passed:
-            raise ValueError(f"cannot train on {options.train_domain!r}: its gates did not pass (see above)")
+            raise UserError(f"cannot train on {options.train_domain!r}: its gates did not pass (see the Dagster event "
+                            "log named above); pick another --train-domain or fix its data")
         log(f"[2/{stages}] GRPO training: {options.recipe}, {options.steps} steps on {options.train_domain} (training_job)")
         training = run_training_stage(runner, options)
         result["training"] = training

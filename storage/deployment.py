@@ -27,6 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from storage.errors import UserError
+
 PROFILE_ENV = "ASSAY_PROFILE"
 PROFILE_FILE_ENV = "ASSAY_PROFILE_FILE"
 PROFILES = ("local", "team", "cluster")
@@ -35,7 +37,7 @@ DATABASES = {"dagster": "assay_dagster", "mlflow": "assay_mlflow", "lake": "assa
 
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError, ValueError):
     """A deployment setting that cannot be used, with how to fix it."""
 
 

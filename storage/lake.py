@@ -64,9 +64,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 import polars as pl
 
 from storage import process_identity
-
-HOME_ENV = "ASSAY_HOME"
-DEFAULT_HOME = ".assay"
+from storage.home import DEFAULT_HOME, HOME_ENV, resolve_home  # noqa: F401 (re-exported)
 _KEY_VALUE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 # work folders: .<kind>-<owner token>-<nonce>, holding one folder named like the partition
 _WORK = re.compile(r"^\.(?P<kind>staging|replaced|deleted)-(?P<owner>[0-9a-f]+-[0-9]+-[0-9]+)-[0-9a-f]{8}$")
@@ -83,12 +81,6 @@ class LakeBusyError(RuntimeError):
 
 class _Changed(Exception):
     """What a reader listed changed before it was read: list again."""
-
-
-def resolve_home(home: str | os.PathLike | None = None) -> Path:
-    """``home``, else ``$ASSAY_HOME``, else ``.assay`` in the working directory (made absolute)."""
-    chosen = home if home else os.environ.get(HOME_ENV) or DEFAULT_HOME
-    return Path(chosen).expanduser().resolve()
 
 
 def partition_part(key: str, value: str) -> str:

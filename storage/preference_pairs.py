@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from storage.readers import UnsupportedFormat, read_records
+from storage.errors import UserError
 
 FIELDS = ("prompt", "chosen", "rejected")
 MAX_PROBLEMS_SHOWN = 10
 
 
-class PairsFileError(ValueError):
+class PairsFileError(UserError, ValueError):
     """A pairs file that cannot be used, with every problem (line numbers) in ``problems``."""
 
     def __init__(self, source: str, problems: Sequence[str], duplicates: int = 0):

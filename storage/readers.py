@@ -9,14 +9,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from storage.errors import UserError
+
 SUPPORTED = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 
-class UnsupportedFormat(ValueError):
+class UnsupportedFormat(UserError, ValueError):
     pass
 
 
@@ -38,12 +41,27 @@ def file_format(path: Path) -> str:
     return fmt
 
 
+class UnreadableFile(UserError, FileNotFoundError):
+    """A path given as an input file that is missing, a folder, or not readable."""
+
+
+def check_readable(path: str | Path) -> Path:
+    """``path`` as a Path if it is a file this process may read, else :class:`UnreadableFile`
+    saying which of the three it is."""
+    path = Path(path)
+    if not path.exists():
+        raise UnreadableFile(f"no such file: {path}")
+    if not path.is_file():
+        raise UnreadableFile(f"{path} is {'a folder' if path.is_dir() else 'not a regular file'}: give the path of "
+                             "a file")
+    if not os.access(path, os.R_OK):
+        raise UnreadableFile(f"cannot read {path}: permission denied (check its owner and mode)")
+    return path
+
+
 def read_records(path: Path) -> Iterator[RawRecord]:
     fmt = file_format(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
-    if not path.is_file():
-        raise FileNotFoundError(f"not a file: {path}")
+    check_readable(path)
     yield from {"jsonl": _read_jsonl, "csv": _read_csv, "parquet": _read_parquet}[fmt](path)
 
 

@@ -29,6 +29,7 @@ from generation.contract import Backend
 from training.losses import ImportanceSamplingMode, LossType, ScaleRewards
 from training.overoptimisation import MIN_WINDOW, REWARD_HACKING_MODES
 from generation.vllm_engine import VllmSettings
+from storage.errors import UserError
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 REWARD_COMPONENTS = ("score", "format", "length")
@@ -37,7 +38,7 @@ REWARD_COMPONENTS = ("score", "format", "length")
 RewardHackingMode = Literal["warn", "stop"]
 
 
-class RecipeError(ValueError):
+class RecipeError(UserError, ValueError):
     """A recipe that cannot be used, with what to change."""
 
 

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from storage import tables
 from quality.gate_history import train_set_problem
 from storage.lake import Lake
+from storage.errors import UserError
 
 TRAIN_SET_TABLE = "train_set"
 
 
-class TrainingDataError(ValueError):
+class TrainingDataError(UserError, ValueError):
     """A domain without usable training rows."""
 
 

@@ -41,11 +41,12 @@ from dataclasses import dataclass
 
 from generation.contract import gen_params_of
 from storage.lake import Lake
+from storage.errors import UserError
 
 PASS_RATES_TABLE = "pass_rates"
 
 
-class LearnabilityError(ValueError):
+class LearnabilityError(UserError, ValueError):
     """Learnability sampling asked for, but the pass rates it needs are missing or give no signal."""
 
 

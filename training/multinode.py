@@ -46,13 +46,14 @@ from pathlib import Path
 from typing import Sequence
 
 from training.launch import RUN_GRPO, run_grpo_args, torchrun_executable
+from storage.errors import UserError
 
 DEFAULT_RDZV_PORT = 29400  # torchrun's own default for a c10d endpoint without a port
 _HOST = re.compile(r"^([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])$")  # a name, an IPv4 address, a [bracketed] IPv6 one
 _LOOPBACK = {"localhost", "localhost.localdomain", "ip6-localhost", "::1", "[::1]"}
 
 
-class HostfileError(ValueError):
+class HostfileError(UserError, ValueError):
     """A hostfile that cannot be used, with the file and line that says why."""
 
 

@@ -68,6 +68,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from storage.errors import UserError
 from storage.lake import Lake
 from training.config import GRPOConfig
 from training.data import combined_fingerprint
@@ -100,6 +101,11 @@ STOPPED_STATUS = "KILLED"
 # batch-level timings (seconds) and rollout/training mismatch figures, on the "_all" row only
 STEP_EXTRAS = ("generation_s", "step_s", "sync_s", "ref_s", "update_s", "is_ratio_min", "is_ratio_mean",
                "is_ratio_max", "is_corrected_frac", "logp_gap_mean", "logp_gap_max")
+
+
+class RunSetupError(UserError, ValueError):
+    """The run asked for cannot start as configured: its name exists with another config or other
+    rows, or its domains cannot train together; the message says what to change."""
 
 
 @dataclass
@@ -333,13 +339,14 @@ class GRPOTrainer:
                     "fingerprint": self.config.fingerprint(), "data_fingerprint": self.data_fingerprint}
         state = json.loads(path.read_text())
         if state.get("fingerprint") != self.config.fingerprint():
-            raise ValueError(
+            raise RunSetupError(
                 f"run {self.run_name!r} exists with a different config (in {self.run_dir}): choose "
-                "another run_name or delete that folder to start over"
+                "another run name (--run-name, or run_name in the recipe), leave it unset (the default name "
+                "follows the config), or delete that folder to start over"
             )
         known = state.setdefault("data_fingerprint", self.data_fingerprint)  # runs from before it was kept
         if known != self.data_fingerprint:
-            raise ValueError(
+            raise RunSetupError(
                 f"run {self.run_name!r} exists and trained on other rows (data fingerprint {known}, now "
                 f"{self.data_fingerprint}; in {self.run_dir}): choose another run_name (or leave it unset: "
                 "the default name follows the data) or delete that folder to start over"
@@ -445,12 +452,12 @@ class GRPOTrainer:
         self._domains = {d: registry.get(d) for d in cfg.domains}
         episodes = sorted(d for d, domain in self._domains.items() if getattr(domain, "episode_task", None))
         if episodes and len(episodes) < len(self._domains):  # a step's groups are all episodes or none
-            raise ValueError(f"terminal-agent domains ({', '.join(episodes)}) and single-turn domains "
+            raise RunSetupError(f"terminal-agent domains ({', '.join(episodes)}) and single-turn domains "
                              f"({', '.join(sorted(set(self._domains) - set(episodes)))}) cannot train in one run: "
                              "train them in separate runs")
         learned_episodes = sorted(d for d in episodes if getattr(self._domains[d], "learned_reward", None))
         if learned_episodes:
-            raise ValueError(f"terminal-agent domains {', '.join(learned_episodes)} declare a learned reward: episodes "
+            raise RunSetupError(f"terminal-agent domains {', '.join(learned_episodes)} declare a learned reward: episodes "
                              "are rewarded by their hidden tests only; remove learned_reward to train on them")
         learned = {name: LearnedRewardScorer.from_gated(gated) for name, gated in data.reward_models.items()}
         self._learned_domains = sorted(learned)
@@ -1115,7 +1122,7 @@ def _check_prompt_room(cfg: GRPOConfig, registry) -> None:
     cut = {name: registry.domains[name].context_tokens for name in cfg.domains
            if name in registry.domains and (registry.domains[name].context_tokens or 0) > cfg.max_prompt_length}
     if cut:
-        raise ValueError(f"max_prompt_length {cfg.max_prompt_length} would cut the prompts of "
+        raise RunSetupError(f"max_prompt_length {cfg.max_prompt_length} would cut the prompts of "
                          + ", ".join(f"{name} ({tokens} tokens)" for name, tokens in cut.items())
                          + f": set max_prompt_length to {max(cut.values())} in the recipe")
 

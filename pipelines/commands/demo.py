@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.cli import CliError, add_json_flag, emit, with_examples
+from pipelines.cli import add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 from pipelines.demo import DemoOptions
 
@@ -17,24 +17,20 @@ def register(subparsers) -> None:
                     "compare them, promote or refuse, and print a per-domain summary. Defaults fit "
                     "a 2-core CPU in about 5 minutes; every flag scales a stage up.")
     with_examples(parser, "assay demo --recipe tiny --domains math_arith_easy --steps 2 --sweep-items 3   # a smoke run",
-                  "assay demo --skip-training --domains code,logic   # ingest and gates only",
+                  "assay demo --skip-training --domains code logic   # ingest and gates only",
                   note="Every stage scales up with its flag: e.g. --steps 16 --sweep-items 48 --sweep-samples 2 "
                        "trains longer and shrinks the smallest regression the sweep can detect (MDE).")
     # Every flag is a field of DemoOptions (help text from its description).
-    add_model_flags(parser, DemoOptions, exclude={"log"}, metavars={"domains": "SPEC", "recipe": "RECIPE",
+    add_model_flags(parser, DemoOptions, exclude={"log"}, metavars={"domains": "DOMAIN", "recipe": "RECIPE",
                                                                     "train_domain": "DOMAIN"})
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from domains import UnknownDomainError
     from pipelines.demo import run_demo
 
-    options = model_from_args(DemoOptions, args)
-    try:
-        summary = run_demo(options)
-    except (ValueError, UnknownDomainError) as exc:
-        raise CliError(str(exc)) from None
+    # an unknown domain, recipe or --train-domain is a storage.errors.UserError (assay: error:, exit 2)
+    summary = run_demo(options=model_from_args(DemoOptions, args))
     emit(args, summary, lambda s: s["text"])
     return 0 if summary["ok"] else 1

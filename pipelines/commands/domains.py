@@ -7,7 +7,7 @@ import argparse
 import contextlib
 import sys
 
-from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit, with_examples
+from pipelines.cli import EXIT_FAILED, CliError, add_domains_argument, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 from quality.attack_config import AttackConfig
 
@@ -46,7 +46,7 @@ def register(subparsers) -> None:
                     "shipping a domain.")
     with_examples(attack, "assay domains attack math_arith logic", "assay domains attack --tag arithmetic --json",
                   note="assay domains attack --all runs every registered domain (a few minutes).")
-    attack.add_argument("domain", nargs="*", help="domain names (or use --all / --tag)")
+    add_domains_argument(attack, "domain", nargs="*", default=[], help="domain names (or use --all / --tag)")
     attack.add_argument("--all", action="store_true", help="attack every registered domain")
     attack.add_argument("--tag", action="append", help="attack the domains with this tag (repeatable)")
     add_model_flags(attack, AttackConfig, metavars={"items": "N"})
@@ -118,7 +118,7 @@ def attack_domains(args: argparse.Namespace) -> int:
         chosen = (list(registry) if args.all else registry.select(tags=args.tag) if args.tag
                   else [registry.get(name) for name in args.domain])
     except UnknownDomainError as exc:
-        raise CliError(f"{exc}; `assay domains list` shows the names") from None
+        raise CliError(str(exc)) from None
     if not chosen:
         raise CliError(f"no domain has tag(s) {', '.join(args.tag)}; `assay domains list` shows the tags")
     blind = [d.name for d in chosen if not d.has_verifier]

@@ -63,7 +63,7 @@ def run_ingest(args: argparse.Namespace) -> int:
 
     from pipelines.settings import open_lake
     from quality.ingest import IngestUnit, ingest_file
-    from storage.readers import UnsupportedFormat, file_format
+    from storage.readers import UnsupportedFormat, check_readable, file_format
 
     names = [args.domain, args.path, *args.more]
     if len(names) % 2:
@@ -77,8 +77,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             file_format(path)
         except UnsupportedFormat as exc:
             raise CliError(str(exc)) from None
-        if not path.is_file():
-            raise CliError(f"no such file: {path}")
+        check_readable(path)  # missing, a folder or unreadable: storage.readers.UnreadableFile (a UserError)
         jobs.append((domain, path))
     try:
         lake = open_lake(write=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit, with_examples
+from pipelines.cli import EXIT_FAILED, CliError, add_domains_argument, add_json_flag, emit, with_examples
 
 
 def register(subparsers) -> None:
@@ -41,9 +41,9 @@ def register(subparsers) -> None:
     parser.add_argument("--margin", action="append", default=[], metavar="M|DOMAIN=M",
                         help="non-inferiority margin in score units (0.01 = one point; default: the policy's); "
                              "DOMAIN=M sets one domain's margin (repeatable)")
-    parser.add_argument("--protected", default=None, metavar="A,B|all",
-                        help="comma-separated domains whose regressions are errors (Holm-corrected); "
-                             "'all' for every domain; default: the policy's (registered domains marked protected)")
+    add_domains_argument(parser, "--protected", default=None,
+                         help="domains whose regressions are errors (Holm-corrected), or 'all' for every domain; "
+                              "default: the policy's (registered domains marked protected)")
     parser.add_argument("--alpha", type=float, default=None,
                         help="one-sided level per test and Holm FWER (default: the policy's, 0.05)")
     parser.add_argument("--q", type=float, default=None,
@@ -110,10 +110,13 @@ def run_regress(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         if args.protected is None:
             protected = policy.protected_domains({d.name for d in registry if d.protected}, domains) & domains
-        elif args.protected.strip() == "all":
+        elif "all" in args.protected:
+            if args.protected != ["all"]:
+                raise CliError(f"--protected {' '.join(args.protected)}: 'all' stands alone (every domain); "
+                               "give 'all' or domain names")
             protected = domains
         else:
-            protected = {p.strip() for p in args.protected.split(",") if p.strip()}
+            protected = set(args.protected)
             unknown = protected - domains
             if unknown:
                 raise CliError(f"--protected names domain(s) in neither file: {', '.join(sorted(unknown))} "

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from evaluation.sweep_config import SweepConfig
-from pipelines.cli import CliError, add_json_flag, emit, with_examples
+from pipelines.cli import CliError, add_domains_argument, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 from generation.contract import BACKENDS
 
@@ -30,7 +30,7 @@ def register(subparsers) -> None:
     parser.add_argument("--checkpoint", required=True, metavar="ID|champion|latest|base-RECIPE",
                         help="which checkpoint: an id, 'champion' (the registry alias), 'latest', or "
                              "'base-smollm2' / 'base-tiny' (the untrained policy)")
-    parser.add_argument("--domains", nargs="+", metavar="DOMAIN", help="domains to sweep (default: all registered)")
+    add_domains_argument(parser, "--domains", help="domains to sweep (default: all registered)")
     parser.add_argument("--tag", action="append", help="only domains with this tag (repeatable)")
     parser.add_argument("--exclude-tag", action="append", metavar="TAG",
                         help="leave out domains with this tag (repeatable); without --domains/--tag the long-context "

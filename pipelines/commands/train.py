@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.cli import EXIT_OK, CliError, add_json_flag, emit, with_examples
+from pipelines.cli import EXIT_OK, CliError, add_domains_argument, add_json_flag, emit, with_examples
 from generation.contract import BACKENDS
 from training.overoptimisation import REWARD_HACKING_MODES
 
@@ -39,7 +39,7 @@ def register(subparsers) -> None:
                "torchrun with a c10d rendezvous at the first host's --rdzv-port; no ssh between machines is "
                "needed. --print-commands prints every node's command for a scheduler instead.")
     parser.add_argument("--recipe", default="tiny", help="tiny | smollm2 | path/to/recipe.yaml (default: tiny)")
-    parser.add_argument("--domains", default=None, help="comma-separated domains (default: the recipe's)")
+    add_domains_argument(parser, "--domains", default=None, help="domains to train on (default: the recipe's)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's max_steps)")
     parser.add_argument("--seed", type=int, default=None, help="seed (default: the recipe's)")
     parser.add_argument("--run-name", default=None,
@@ -77,13 +77,13 @@ def register(subparsers) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    # A user error the library detects (an unknown domain or recipe, a run name taken by another
+    # config, a device this machine lacks, ...) is a storage.errors.UserError: pipelines.cli.main
+    # prints it as `assay: error: ...` (exit 2). Only the engine failures below are translated here.
     from domains import UnknownDomainError, get_registry
     from pipelines.settings import open_lake
-    from training.config import RecipeError, load_recipe, name_problem
-    from training.data import TrainingDataError
-    from generation.device import DeviceError
-    from training.learnability import LearnabilityError, uses_pass_rates
-    from generation.policy import PolicyError
+    from training.config import load_recipe, name_problem
+    from training.learnability import uses_pass_rates
     from training.rollout_engine import RolloutEngineError
     from generation.vllm_engine import VllmUnavailable
 
@@ -91,7 +91,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
     if args.run_name is not None and name_problem(args.run_name):
         raise CliError(f"--run-name {args.run_name!r} {name_problem(args.run_name)}")
-    domains = [d.strip() for d in args.domains.split(",") if d.strip()] if args.domains else None
+    domains = args.domains  # a list of names, or None: the recipe's
     if args.hostfile is None:
         for flag, value in (("--node-rank", args.node_rank is not None), ("--print-commands", args.print_commands)):
             if value:
@@ -99,26 +99,20 @@ def run_train(args: argparse.Namespace) -> int:
     elif args.max_minutes is not None:
         raise CliError("--max-minutes is not supported with --hostfile (every node would have to stop after the "
                        "same step): use --steps, and rerun the same command to continue")
-    try:
-        config = load_recipe(args.recipe, domains=domains, max_steps=args.steps, seed=args.seed,
-                             run_name=args.run_name, rollout={"backend": args.backend} if args.backend else None,
-                             reward_hacking=args.reward_hacking)
-    except RecipeError as exc:
-        raise CliError(str(exc)) from None
+    config = load_recipe(args.recipe, domains=domains, max_steps=args.steps, seed=args.seed,
+                         run_name=args.run_name, rollout={"backend": args.backend} if args.backend else None,
+                         reward_hacking=args.reward_hacking)
     registry = get_registry()
     for name in config.domains:
         if name not in registry:
-            raise CliError(str(UnknownDomainError(name, registry.names)))
+            raise UnknownDomainError(name, registry.names)
     if not config.domains:
-        raise CliError("no domains to train on: pass --domains a,b (see `assay domains list`)")
+        raise CliError("no domains to train on: pass --domains a b (see `assay domains list`)")
     if args.print_commands:  # before the device check: the printing machine may not be a training one
         return _print_commands(args, domains)
     from training.engine import check_device
 
-    try:  # a device (or precision) this machine lacks is refused before the lake is opened
-        check_device(config)
-    except DeviceError as exc:
-        raise CliError(str(exc)) from None
+    check_device(config)  # a device (or precision) this machine lacks is refused before the lake is opened
 
     if args.hostfile is not None:
         return _train_on_nodes(args, config, domains, registry)
@@ -136,19 +130,17 @@ def run_train(args: argparse.Namespace) -> int:
         if uses_pass_rates(config):  # learnability sampling reads them; measure what the lake lacks
             from assets.learnability_rates import measure_for_training
             from evaluation.pass_rates import PassRateError
-            from generation.checkpoints import CheckpointError
 
             try:
                 measure_for_training(lake, lake.mlflow_uri, config, registry=registry, allow_generate=True,
                                      backend=config.rollout.backend, log=log,
                                      progress=not args.no_progress and not args.json)
-            except (PassRateError, CheckpointError) as exc:
+            except PassRateError as exc:
                 raise CliError(str(exc)) from None
         result = train(config, lake, allow_generate=True, registry=registry, log=log,
                        progress=not args.no_progress and not args.json,
                        time_budget_s=args.max_minutes * 60 if args.max_minutes else None)
-    except (TrainingDataError, PolicyError, UnknownDomainError, RolloutEngineError, VllmUnavailable,
-            DeviceError, LearnabilityError) as exc:
+    except (RolloutEngineError, VllmUnavailable) as exc:
         raise CliError(str(exc)) from None
     payload = result.summary()
     payload.update({"run_name": result.run_name, "steps": result.steps_done, "resumed_from": result.resumed_from,
@@ -187,13 +179,12 @@ def _measure_pass_rates(args: argparse.Namespace, config, registry, log) -> None
     from assets.learnability_rates import measure_for_training
     from evaluation.pass_rates import PassRateError
     from pipelines.settings import open_lake
-    from generation.checkpoints import CheckpointError
 
     lake = open_lake(write=True)
     try:
         measure_for_training(lake, lake.mlflow_uri, config, registry=registry, allow_generate=True,
                              backend=config.rollout.backend, log=log, progress=not args.no_progress and not args.json)
-    except (PassRateError, CheckpointError) as exc:
+    except PassRateError as exc:
         raise CliError(str(exc)) from None
 
 

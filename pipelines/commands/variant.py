@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from evaluation.variant_config import METHOD_NAMES, VariantConfig
-from pipelines.cli import EXIT_FAILED, EXIT_OK, CliError, add_json_flag, emit, with_examples
+from pipelines.cli import EXIT_FAILED, EXIT_OK, CliError, add_domains_argument, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 
 
@@ -30,8 +30,7 @@ def register(subparsers) -> None:
     with_examples(parser, "assay variant --from latest --method gguf-q4_0 --domains math_arith_easy strings --limit 8")
     parser.add_argument("--from", dest="parent", required=True, metavar="CHECKPOINT",
                         help="the parent: a checkpoint id, 'champion', 'latest' or 'base-smollm2' / 'base-tiny'")
-    parser.add_argument("--domains", nargs="+", metavar="DOMAIN",
-                        help="domains of the equivalence sweep (default: every domain a sweep covers)")
+    add_domains_argument(parser, "--domains", help="domains of the equivalence sweep (default: every domain a sweep covers)")
     parser.add_argument("--tag", action="append", help="only domains with this tag (repeatable)")
     add_model_flags(parser, VariantConfig, exclude={"progress"}, metavars={"limit": "N", "method": "METHOD"})
     add_json_flag(parser)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evaluation.sweep_config import SweepConfig
 from pipelines.cli import CliError, build_parser
-from pipelines.config_flags import add_model_flags, model_from_args, problems
+from pipelines.config_flags import _shown, add_model_flags, model_from_args, problems
 from pipelines.demo import DemoOptions
 from sandbox.limits import Limits
 from tests.conftest import run_cli
@@ -44,7 +44,7 @@ def test_command_flags_are_the_model_fields(path, model, left_out):
         assert action.help.startswith(info.description), (flag, action.help)
         assert action.default == info.default, flag
         if info.default is not None and not isinstance(info.default, bool):
-            assert f"(default: {info.default})" in action.help, action.help
+            assert f"(default: {_shown(info.default)})" in action.help, action.help
 
 
 def test_existing_flag_names_are_kept():
