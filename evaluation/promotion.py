@@ -9,7 +9,10 @@
 - :func:`decide_promotion` is the pure rule: the promotion policy
   (:mod:`evaluation.promotion_policy`) says what blocks (protected regressions, or any significant
   drop; underpowered, not-comparable and missing protected domains), against the champion and
-  the anchor; otherwise promote, listing the BH warnings and the domains that improved;
+  the anchor, and whether a candidate must also have improved a domain with evidence
+  (``promote_when``). The verdict names the rule in force, says whether any domain improved with
+  evidence (95% CI above 0; otherwise the largest gain and why it is not evidence), and lists the BH
+  warnings;
 - :func:`compare_with_champion` runs those comparisons for a candidate: against the champion
   now and an optional fixed anchor, under the policy;
 - :func:`apply_promotion` moves the MLflow registry alias ``champion`` on ``assay-policy`` to the
@@ -50,7 +53,8 @@ import polars as pl
 from storage import tracking
 from storage.lake import Lake
 from storage.tables import PROMOTIONS
-from evaluation.promotion_policy import ActivePolicy, PromotionPolicy, blocking_reasons, policy_json, unchecked
+from evaluation.promotion_policy import (ActivePolicy, PromotionPolicy, blocking_reasons, improved_domains, policy_json,
+                                        promotion_rule, unchecked)
 from evaluation.regression import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_Q, RegressionReport, compare_results
 from evaluation.results import CheckpointResults, pair_results, read_checkpoint
 
@@ -134,14 +138,36 @@ def _fmt(d, with_p: bool = True) -> str:
     return shown + (f", p={d.p:.2g}" if with_p else "")
 
 
+def improvement_evidence(report: RegressionReport | None) -> tuple[list, str]:
+    """(the domains that improved with evidence, a sentence saying so): the 95% CI of the change
+    lies above 0. When none did, the sentence names the largest gain and why it is not evidence
+    (its CI includes 0; the run's MDE says how large a change this sweep can tell from noise)."""
+    if report is None:
+        return [], "no comparison with a champion, so no evidence of improvement either way"
+    better = improved_domains(report)
+    if better:
+        return better, "improved with evidence (95% CI above 0): " + ", ".join(_fmt(d, with_p=False)
+                                                                            for d in better[:10])
+    gains = [d for d in report.domains if d.delta == d.delta and d.delta > 0]
+    if not gains:
+        return [], "no domain improved with evidence (no domain's score rose)"
+    top = max(gains, key=lambda d: d.delta)
+    mde = "" if not (top.mde == top.mde and top.mde < float("inf")) else f"; this sweep's MDE there is {100 * top.mde:.1f} pts"
+    return [], (f"no domain improved with evidence: the largest gain, {_fmt(top, with_p=False)}, has a 95% CI that "
+                f"includes 0{mde}")
+
+
 def decide_promotion(candidate: str, champion: str | None, reports: dict[str, RegressionReport],
                      policy: PromotionPolicy | ActivePolicy | None = None) -> PromotionDecision:
     """Promote unless a report (``{"champion": r, "anchor": r}``) holds something the policy
-    blocks on (:func:`evaluation.promotion_policy.blocking_reasons`; default: the shipped policy).
-    With no champion yet the candidate becomes the first one."""
+    blocks on (:func:`evaluation.promotion_policy.blocking_reasons`; default: the shipped policy),
+    or the policy's ``promote_when: improvement`` finds no domain improved with evidence against the
+    champion. With no champion yet the candidate becomes the first one. The reason starts with the
+    verdict and the rule in force: ``promoted (rule promote_when: no_regression = ...): ...``."""
     active = policy
     policy = policy.policy if isinstance(policy, ActivePolicy) else (policy or PromotionPolicy())
     recorded = policy_json(active) if active is not None else policy_json(policy)
+    rule = f"(rule {promotion_rule(policy)})"
     if champion == candidate:
         return PromotionDecision(candidate, champion, False, f"{candidate} is already the champion", policy=recorded)
     blocking, reasons = [], []
@@ -150,25 +176,26 @@ def decide_promotion(candidate: str, champion: str | None, reports: dict[str, Re
             blocking.append(key)
             reasons.append(reason)
     if blocking:
-        return PromotionDecision(candidate, champion, False, "refused: " + "; ".join(reasons), blocking,
+        return PromotionDecision(candidate, champion, False, f"refused {rule}: " + "; ".join(reasons), blocking,
                                  policy=recorded)
     if champion is None:
-        return PromotionDecision(candidate, None, True, f"first champion: no champion yet, {candidate} promoted",
-                                 policy=recorded)
-    parts = [("no domain had a significant drop (BH)" if policy.block_on == "any"
-              else "no protected domain regressed (Holm)") + ", none is missing or not comparable"]
+        return PromotionDecision(candidate, None, True, f"first champion: no champion yet, {candidate} promoted "
+                                 f"({rule[1:-1]} applies from the next candidate on)", policy=recorded)
+    nothing_blocks = ("no domain had a significant drop (BH)" if policy.block_on == "any"
+                      else "no protected domain regressed (Holm)") + ", none is missing or not comparable"
     main = reports.get("champion")
+    better, evidence = improvement_evidence(main)
+    if policy.promote_when == "improvement" and not better:
+        return PromotionDecision(candidate, champion, False, f"refused {rule}: {nothing_blocks}, but {evidence}",
+                                 ["no_improvement"], policy=recorded)
+    parts = [nothing_blocks, evidence]
     for role, report in reports.items():
         let_through = unchecked(report, policy)
         if let_through:
             parts.append(f"unchecked vs {role} (underpowered, on_underpowered: allow): {', '.join(let_through)}")
-    if main is not None:
-        better = [d for d in main.domains if d.ci_low > 0]
-        if better:
-            parts.append("improved: " + ", ".join(_fmt(d, with_p=False) for d in better[:10]))
-        if main.warnings:
-            parts.append("warnings (BH): " + ", ".join(_fmt(d) for d in main.warnings[:10]))
-    return PromotionDecision(candidate, champion, True, "promoted: " + "; ".join(parts), policy=recorded)
+    if main is not None and main.warnings:
+        parts.append("warnings (BH): " + ", ".join(_fmt(d) for d in main.warnings[:10]))
+    return PromotionDecision(candidate, champion, True, f"promoted {rule}: " + "; ".join(parts), policy=recorded)
 
 
 # -- compare-and-set of the alias ------------------------------------------------------------------

@@ -10,7 +10,15 @@ defaults below, which are also what the shipped ``evaluation/promotion_policy.ya
 The file is validated when read; an error names the file, the field and how to fix it.
 
 What it decides (:func:`blocking_reasons`, used by the promotion, the Dagster check and
-``assay regress``'s exit code):
+``assay regress``'s exit code), and when a candidate that nothing blocks is promoted
+(``promote_when``, :func:`promotion_rule`):
+
+- ``promote_when: no_regression``: promote when nothing blocks, whether or not any domain improved
+  (a candidate that is only "not worse" replaces the champion); ``improvement``: promote only when,
+  in addition, at least one domain *improved with evidence* against the champion: the 95% CI of its
+  paired change lies above 0 (:func:`improved_domains`). A gain whose CI includes 0, e.g. +20.8
+  points on a sweep whose MDE is 36.8, is noise at this sample size, never evidence. The rule in
+  force is printed beside every verdict.
 
 - ``block_on: protected``: only a protected domain's regression blocks (Holm-corrected over the
   protected domains, one-sided, beyond its margin); ``any``: in addition, a significant drop in
@@ -36,11 +44,13 @@ from typing import Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from storage.errors import UserError
+
 POLICY_FILE = "promotion.yaml"
 SHIPPED_POLICY = Path(__file__).with_name("promotion_policy.yaml")
 
 
-class PolicyError(ValueError):
+class PolicyError(UserError, ValueError):
     """The promotion policy file is unreadable or invalid (the message says how to fix it)."""
 
 
@@ -79,6 +89,11 @@ class PromotionPolicy(BaseModel):
     refuse_missing_protected: bool = Field(
         default=True,
         description="Refuse when a protected domain has results on one side only.")
+    promote_when: Literal["no_regression", "improvement"] = Field(
+        default="no_regression",
+        description="'no_regression': promote when nothing blocks, even if no domain improved; 'improvement': "
+                    "promote only when nothing blocks and at least one domain improved with evidence (the 95% CI "
+                    "of its change vs the champion lies above 0).")
 
     @field_validator("margins")
     @classmethod
@@ -171,7 +186,8 @@ class ActivePolicy:
                  "any BH-significant drop, and Holm-corrected regressions of protected domains")
         margins = f"{100 * p.default_margin:g} pt(s)" + (
             " (" + ", ".join(f"{d}: {100 * m:g}" for d, m in sorted(p.margins.items())) + ")" if p.margins else "")
-        return [f"source: {self.source}", f"protected: {prot}", f"blocks on: {block}",
+        return [f"source: {self.source}", f"promotes when: {promotion_rule(p)}", f"protected: {prot}",
+                f"blocks on: {block}",
                 f"margin: {margins}; alpha {p.alpha:g} (Holm, per test); q {p.q:g} (BH)",
                 f"underpowered domain that could block: {p.on_underpowered}",
                 f"not comparable (different generation configs): {'refuse' if p.refuse_not_comparable else 'ignore'}",
@@ -237,7 +253,24 @@ def load_policy(home: str | Path | None = None, path: str | Path | None = None) 
     return ActivePolicy(parse_policy(text, str(source)), str(source))
 
 
-# -- what blocks ---------------------------------------------------------------------------------
+# -- what blocks, and when a candidate is promoted ---------------------------------------------------
+
+PROMOTION_RULES = {
+    "no_regression": "promote when nothing regressed, no improvement required",
+    "improvement": "promote only when a domain improved with evidence and nothing regressed",
+}
+
+
+def promotion_rule(policy: PromotionPolicy) -> str:
+    """The rule in force, as printed beside a verdict: ``promote_when: <setting> = <meaning>``."""
+    return f"promote_when: {policy.promote_when} = {PROMOTION_RULES[policy.promote_when]}"
+
+
+def improved_domains(report) -> list:
+    """The domains of ``report`` that improved with evidence: the 95% CI of the paired change
+    lies above 0 (a gain whose CI includes 0 is not evidence, however large the point estimate)."""
+    return [d for d in report.domains if d.ci_low is not None and d.ci_low == d.ci_low and d.ci_low > 0]
+
 
 def _fmt(d) -> str:
     return f"{d.domain} {100 * d.delta:+.1f} pts [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}], p={d.p:.2g}"

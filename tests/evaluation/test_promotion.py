@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 
 from evaluation.promotion import decide_promotion
+from evaluation.promotion_policy import PromotionPolicy
 from evaluation.regression import compare_results
 
 
@@ -36,10 +38,70 @@ def test_missing_protected_domain_refuses():
 
 def test_no_regression_promotes_and_names_improvements():
     decision = decide_promotion("cand", "champ", {"champion": _report(+0.2), "anchor": _report(0.0)})
-    assert decision.promoted and "improved: math" in decision.reason
+    assert decision.promoted and "improved with evidence (95% CI above 0): math" in decision.reason
     # the p of an improvement's drop test (near 1) would read as "not significant": left off
-    improved = decision.reason.split("improved: ", 1)[1].split(";")[0]
+    improved = decision.reason.split("improved with evidence (95% CI above 0): ", 1)[1].split(";")[0]
     assert "p=" not in improved and "pts [" in improved
+
+
+def _small_gain_report():
+    """The issue's case: the only gain (+20.8 points on 24 items) is inside the noise: its CI
+    includes 0 and the sweep's MDE (36.8 points there) is larger than the gain."""
+    base = pl.DataFrame([{"domain": "math", "item_id": f"i{i}", "sample_idx": 0, "score": float(i < 12)}
+                         for i in range(24)])
+    cand = pl.DataFrame([{"domain": "math", "item_id": f"i{i}", "sample_idx": 0,
+                          "score": float(i < 12 and i not in (0, 1) or i in (12, 13, 14, 15, 16, 17, 18))}
+                         for i in range(24)])
+    return compare_results(base, cand, protected=("math",), baseline_name="champ", candidate_name="cand")
+
+
+@pytest.mark.parametrize("rule", ["no_regression", "improvement"])
+def test_the_verdict_says_whether_anything_improved_with_evidence_and_names_the_rule(rule):
+    report = _small_gain_report()
+    (math,) = report.domains
+    assert math.delta > 0 and math.ci_low < 0, math  # a gain, but no evidence of one
+    decision = decide_promotion("cand", "champ", {"champion": report}, PromotionPolicy(promote_when=rule))
+    gain = f"math {100 * math.delta:+.1f} pts [{100 * math.ci_low:+.1f}, {100 * math.ci_high:+.1f}]"
+    nothing_better = f"no domain improved with evidence: the largest gain, {gain}, has a 95% CI that includes 0"
+    if rule == "no_regression":
+        assert decision.promoted and decision.blocking == []
+        assert decision.reason.startswith("promoted (rule promote_when: no_regression = promote when nothing "
+                                          "regressed, no improvement required): no protected domain regressed")
+    else:
+        assert not decision.promoted and decision.blocking == ["no_improvement"]
+        assert decision.reason.startswith("refused (rule promote_when: improvement = promote only when a domain "
+                                          "improved with evidence and nothing regressed): no protected domain "
+                                          "regressed (Holm), none is missing or not comparable, but ")
+    assert nothing_better in decision.reason, decision.reason
+    assert "MDE" in decision.reason.split(nothing_better, 1)[1]
+
+
+@pytest.mark.parametrize("rule", ["no_regression", "improvement"])
+def test_an_improvement_with_evidence_promotes_under_either_rule(rule):
+    decision = decide_promotion("cand", "champ", {"champion": _report(+0.2)}, PromotionPolicy(promote_when=rule))
+    assert decision.promoted, decision.reason
+    assert decision.reason.startswith(f"promoted (rule promote_when: {rule} = ")
+    assert "improved with evidence (95% CI above 0): math +" in decision.reason
+
+
+def test_a_refusal_names_the_rule_too_and_the_first_champion_says_when_the_rule_applies():
+    refused = decide_promotion("cand", "champ", {"champion": _report(-0.2)}, PromotionPolicy(promote_when="improvement"))
+    assert refused.reason.startswith("refused (rule promote_when: improvement = ") and refused.blocking == ["math"]
+    first = decide_promotion("cand", None, {}, PromotionPolicy(promote_when="improvement"))
+    assert first.promoted and "applies from the next candidate on" in first.reason
+
+
+def test_the_rule_is_a_documented_policy_setting(tmp_path):
+    from evaluation.promotion_policy import SHIPPED_POLICY, ActivePolicy, PolicyError, load_policy, parse_policy
+
+    assert load_policy(tmp_path).policy.promote_when == "no_regression"  # the shipped default
+    assert "promote_when: no_regression" in SHIPPED_POLICY.read_text()
+    assert parse_policy("promote_when: improvement\n", "x").promote_when == "improvement"
+    with pytest.raises(PolicyError, match="promote_when"):
+        parse_policy("promote_when: sometimes\n", "team.yaml")
+    lines = ActivePolicy(PromotionPolicy(promote_when="improvement"), "x").describe()
+    assert ("promotes when: promote_when: improvement = promote only when a domain improved with evidence and "
+            "nothing regressed") in lines
 
 
 def test_anchor_regression_also_refuses_and_champion_is_not_repromoted():
