@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit, with_examples
+from pipelines.cli import EXIT_FAILED, CliError, add_domains_argument, add_json_flag, emit, with_examples
 from pipelines.config_flags import add_model_flags, model_from_args
 from quality.report_card.card_config import CardConfig
 
@@ -29,7 +29,7 @@ def register(sub) -> None:
     with_examples(report, "assay domains report math_arith_easy strings",
                   "assay domains report math_arith_easy --markdown --no-hack-search",
                   note="assay domains report --all cards every registered domain (under 10 minutes on 2 cores).")
-    report.add_argument("domain", nargs="*", help="domain names (or use --all / --tag)")
+    add_domains_argument(report, "domain", nargs="*", default=[], help="domain names (or use --all / --tag)")
     report.add_argument("--all", action="store_true", help="card every registered domain")
     report.add_argument("--tag", action="append", help="card the domains with this tag (repeatable)")
     add_model_flags(report, CardConfig, metavars={"items": "N", "search_items": "N", "mutation_items": "N",
