@@ -150,12 +150,13 @@ def _skipped(gate: str, why: str) -> ExpectationOutcome:
                               observed="0", threshold="null", rows_checked=0, rows_failed=None, failed_ids=[])
 
 
-def selftest_outcomes(domain: Any, n: int) -> list[ExpectationOutcome]:
+def selftest_outcomes(domain: Any, n: int, *, corpus_rows: list[dict] | None = None) -> list[ExpectationOutcome]:
     """The environment self-test (:func:`quality.domain_check.check_domain` on ``n`` samples per
-    split) as gate ``selftest`` outcomes: one per check, all critical."""
+    split) as gate ``selftest`` outcomes: one per check, all critical. ``corpus_rows``: the
+    domain's kept hacks (lake table ``hack_corpus``), replayed by its check ``hack_corpus``."""
     from quality.domain_check import check_domain
 
-    report = check_domain(domain, n=n)
+    report = check_domain(domain, n=n, corpus_rows=corpus_rows)
     return [ExpectationOutcome(
         gate="selftest", expectation=name, severity="critical", success=bool(check["passed"]),
         observed=json.dumps(check.get("detail", ""))[:2000], threshold='"passed"', rows_checked=None,
@@ -210,7 +211,10 @@ def evaluate_batch_gates(lake: Lake, domain: Any, evaluation: str | None = None,
     """
     extra_outcomes = dict(extra_outcomes or {})
     if selftest_samples is not None:
-        extra_outcomes["selftest"] = selftest_outcomes(domain, selftest_samples)
+        from quality.report_card.hack_corpus import read_corpus
+
+        extra_outcomes["selftest"] = selftest_outcomes(domain, selftest_samples,
+                                                       corpus_rows=read_corpus(lake, domain.name))
     now_dt = datetime.now(timezone.utc)
     evaluation = evaluation or f"{now_dt:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     now = now_dt.isoformat(timespec="microseconds")  # orders evaluations made within one second

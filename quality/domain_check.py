@@ -1,7 +1,7 @@
 """Environment self-test ("verify the verifier"): is a domain's data and scorer trustworthy?
 
 A reward that gives 1.0 to a wrong answer, a generator that changes between runs, or an eval item
-that leaks into training silently ruins every number downstream. :func:`check_domain` runs six
+that leaks into training silently ruins every number downstream. :func:`check_domain` runs its
 checks on a small sample of each split and reports each one with a human-readable detail:
 
 - ``reference_scores_1``: every reference answer scores 1.0, both on the sample as generated and
@@ -27,10 +27,19 @@ checks on a small sample of each split and reports each one with a human-readabl
   sprays, two-answer hedges, echoes, fig-leaf refusals...; plus the domain's own ``attacks``)
   scores above 0 on ``ATTACK_ITEMS`` eval items whose reference scores 1.0. A policy under RL finds
   such a reward within tens of steps, so this blocks training like the others.
+- ``hack_corpus``: every hack the budgeted search once found for this domain and kept in the lake
+  (:mod:`quality.report_card.hack_corpus`; the caller reads the rows and passes them as
+  ``corpus_rows``) scores 0 again on the sample it was found on: a hole once found stays closed.
+  With no rows it passes, saying the corpus is empty.
 
 A domain that brings its own ``extra_checks`` (a terminal task suite: every task's oracle passes
 and doing nothing fails) gets those too, by their names; a failing one fails the domain like a
 generic check. A domain passes when all its checks pass. ``assay domains check DOMAIN|--all`` prints the results.
+
+The checks are named once, in :data:`SCORER_CHECKS` (a domain with a verifier) and
+:data:`DATA_CHECKS` (one without): adding a check is one line there. :func:`run_self_test` returns
+a :class:`SelfTest`; :func:`check_domain` its ``as_dict()``, the shape the CLI's ``--json`` and
+the batch gates read.
 """
 
 from __future__ import annotations
@@ -44,12 +53,10 @@ import string
 import sys
 import time
 import unicodedata
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from domains.base import Domain
-
-CHECK_NAMES = ("reference_scores_1", "corruptions_score_less", "deterministic", "splits_disjoint",
-               "fuzz_never_raises", "reward_attacks")
 # eval items the self-test attacks (quality.reward_attacks; `assay domains attack` tries more): enough
 # to catch a scorer that pays a hack family, cheap enough for every gate evaluation
 ATTACK_ITEMS = 3
@@ -71,8 +78,40 @@ def normalize_prompt(text: str) -> str:
     return _WS.sub(" ", _PUNCT.sub(" ", text)).strip()
 
 
-def _result(passed: bool, detail: str) -> dict[str, Any]:
-    return {"passed": bool(passed), "detail": detail}
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's verdict, and why in words (what failed, on which item, what to run next)."""
+
+    passed: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": bool(self.passed), "detail": self.detail}
+
+
+@dataclass
+class SelfTest:
+    """A domain's self-test: each check's result by name, in the order they ran."""
+
+    domain: str
+    checks: dict[str, CheckResult]
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks.values())
+
+    @property
+    def failed(self) -> list[str]:
+        return [name for name, check in self.checks.items() if not check.passed]
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"domain", "passed", "checks": {name: {"passed", "detail"}}}``"""
+        return {"domain": self.domain, "passed": self.passed,
+                "checks": {name: check.as_dict() for name, check in self.checks.items()}}
+
+
+def _result(passed: bool, detail: str) -> CheckResult:
+    return CheckResult(bool(passed), detail)
 
 
 def _describe(exc: BaseException) -> str:
@@ -192,7 +231,7 @@ def _score(domain: Domain, completion: str, sample: dict) -> float:
     return domain.safe_score(completion, sample)
 
 
-def _check_reference(domain: Domain, samples: list[dict]) -> dict:
+def _check_reference(domain: Domain, samples: list[dict]) -> CheckResult:
     failures = []
     for sample in samples:
         for variant, row in (("as generated", sample), ("after lake round trip", _lake_round_trip(sample))):
@@ -232,7 +271,7 @@ def _batch_disagreement(domain: Domain, samples: list[dict]) -> str | None:
     return None
 
 
-def _check_corruptions(domain: Domain, samples: list[dict], rng: random.Random) -> dict:
+def _check_corruptions(domain: Domain, samples: list[dict], rng: random.Random) -> CheckResult:
     answers = [s["answer"] for s in samples]
     empty_survivors, survivors, errors = [], [], []
     total = failed = 0
@@ -290,7 +329,7 @@ def _same(a: list[dict], b: list[dict]) -> str | None:
     return None
 
 
-def _check_deterministic(evals: list[dict], train: list[dict], generated: dict) -> dict:
+def _check_deterministic(evals: list[dict], train: list[dict], generated: dict) -> CheckResult:
     diffs = [f"{split}: {d}" for split, d in (("eval", _same(evals, generated["eval_again"])),
                                               ("train", _same(train, generated["train_again"]))) if d]
     if diffs:
@@ -298,7 +337,7 @@ def _check_deterministic(evals: list[dict], train: list[dict], generated: dict) 
     return _result(True, f"eval (seed 0) and train (seed 1) repeat exactly ({len(evals) + len(train)} samples)")
 
 
-def _check_disjoint(train: list[dict], evals: list[dict]) -> dict:
+def _check_disjoint(train: list[dict], evals: list[dict]) -> CheckResult:
     shared_ids = {s["id"] for s in train} & {s["id"] for s in evals}
     eval_prompts = {normalize_prompt(s["prompt"]): s["id"] for s in evals}
     shared_prompts = [(s["id"], eval_prompts[normalize_prompt(s["prompt"])]) for s in train
@@ -313,7 +352,7 @@ def _check_disjoint(train: list[dict], evals: list[dict]) -> dict:
     return _result(True, f"{len(train)} train and {len(evals)} eval samples share no id and no normalized prompt")
 
 
-def _check_fuzz(domain: Domain, samples: list[dict], rng: random.Random) -> dict:
+def _check_fuzz(domain: Domain, samples: list[dict], rng: random.Random) -> CheckResult:
     problems = []
     slowest = 0.0
     calls = 0
@@ -340,7 +379,7 @@ def _check_fuzz(domain: Domain, samples: list[dict], rng: random.Random) -> dict
     return _result(True, f"{calls} fuzz calls returned a score in [0, 1]; slowest {slowest * 1000:.0f} ms")
 
 
-def _extra_checks(domain: Domain) -> dict[str, dict]:
+def _extra_checks(domain: Domain) -> dict[str, CheckResult]:
     """The domain's own checks, each ``{"passed", "detail"}``; one that raises or breaks that shape fails."""
     if domain.extra_checks is None:
         return {}
@@ -364,7 +403,7 @@ def attack_items(domain: Domain) -> int:
     return max(0, int((domain.gate_thresholds or {}).get("reward_attack_items", ATTACK_ITEMS)))
 
 
-def _check_attacks(domain: Domain, samples: list[dict]) -> dict:
+def _check_attacks(domain: Domain, samples: list[dict]) -> CheckResult:
     """No generic or domain-specific reward hack (:mod:`quality.reward_attacks`) scores above 0 on
     an item whose reference scores 1.0: a reward a policy can earn without the work fails the domain."""
     from quality.reward_attacks import attack_domain
@@ -382,22 +421,85 @@ def _check_attacks(domain: Domain, samples: list[dict]) -> dict:
     return _result(True, report.summary())
 
 
-def check_domain(domain: Domain, n: int = 20) -> dict[str, Any]:
+def _check_hack_corpus(domain: Domain, rows: Sequence[dict]) -> CheckResult:
+    """Every hack kept for the domain (``hack_corpus``) scores 0 again on its sample."""
+    from quality.report_card.hack_corpus import replay_corpus
+
+    replay = replay_corpus(domain, rows)
+    if replay.passed:
+        return _result(True, replay.summary())
+    return _result(False, f"{replay.summary()}; the scorer pays a hack once found and kept "
+                          f"(`assay domains report {domain.name}` shows the search)")
+
+
+@dataclass
+class _Inputs:
+    """What the checks read: the samples of each split (each generated twice), the seeded generator
+    they share (the corruptions draw before the fuzz), and the kept hacks."""
+
+    domain: Domain
+    evals: list[dict]
+    train: list[dict]
+    generated: dict[str, list[dict]]
+    rng: random.Random
+    corpus_rows: Sequence[dict]
+
+    @property
+    def both(self) -> list[dict]:
+        return self.evals + self.train
+
+
+# The checks of a domain with a verifier, by name, in the order they run.
+SCORER_CHECKS: dict[str, Callable[[_Inputs], CheckResult]] = {
+    "reference_scores_1": lambda s: _check_reference(s.domain, s.both),
+    "corruptions_score_less": lambda s: _check_corruptions(s.domain, s.both, s.rng),
+    "deterministic": lambda s: _check_deterministic(s.evals, s.train, s.generated),
+    "splits_disjoint": lambda s: _check_disjoint(s.train, s.evals),
+    "fuzz_never_raises": lambda s: _check_fuzz(s.domain, s.both, s.rng),
+    "reward_attacks": lambda s: _check_attacks(s.domain, s.evals[:attack_items(s.domain)]),
+    "hack_corpus": lambda s: _check_hack_corpus(s.domain, s.corpus_rows),
+}
+CHECK_NAMES = tuple(SCORER_CHECKS)
+
+
+def _no_verifier(domain: Domain) -> CheckResult:
+    # passed: declaring no verifier is allowed; the checks of a scorer do not apply, and the reward
+    # model that replaces it is refused by GRPO until its own gate passed
+    return _result(True, f"score=None: rewarded only by its learned reward, gated by `assay reward check "
+                         f"{domain.name}` before GRPO trains on it; the scorer checks "
+                         f"({', '.join(n for n in CHECK_NAMES if n not in DATA_CHECKS)}) do not apply")
+
+
+# The checks of a domain with no verifier (score=None): its data, and a statement of what is not checked.
+DATA_CHECKS: dict[str, Callable[[_Inputs], CheckResult]] = {
+    "deterministic": SCORER_CHECKS["deterministic"],
+    "splits_disjoint": SCORER_CHECKS["splits_disjoint"],
+    "no_verifier": lambda s: _no_verifier(s.domain),
+}
+DATA_CHECK_NAMES = tuple(DATA_CHECKS)
+
+
+def check_domain(domain: Domain, n: int = 20, *, corpus_rows: Sequence[dict] | None = None) -> dict[str, Any]:
     """Self-test one domain on ``n`` samples per split (capped by its ``eval_size``).
+
+    ``corpus_rows``: the domain's kept hacks (:func:`quality.report_card.hack_corpus.read_corpus`),
+    replayed by the check ``hack_corpus``; None or empty: the corpus is empty.
 
     Returns ``{"domain", "passed", "checks": {name: {"passed", "detail"}}}``; never raises for a
     broken domain (a generator or scorer that raises becomes a failed check naming the error).
     """
+    return run_self_test(domain, n, corpus_rows=corpus_rows).as_dict()
+
+
+def run_self_test(domain: Domain, n: int = 20, *, corpus_rows: Sequence[dict] | None = None) -> SelfTest:
+    """:func:`check_domain`'s results as a :class:`SelfTest`."""
     # Domain code may print (some generators do); keep stdout clean for `--json` output.
     with contextlib.redirect_stdout(sys.stderr):
-        return _check_domain(domain, n)
+        return _self_test(domain, n, list(corpus_rows or []))
 
 
-def _check_domain(domain: Domain, n: int) -> dict[str, Any]:
+def _self_test(domain: Domain, n: int, corpus_rows: list[dict]) -> SelfTest:
     n = max(1, min(int(n), domain.eval_size))
-    rng = random.Random(f"domain-check:{domain.name}")
-    checks: dict[str, dict] = {}
-
     generated: dict[str, list[dict]] = {}
     gen_errors: dict[str, str] = {}
     for label, split, seed in (("eval", "eval", 0), ("eval_again", "eval", 0),
@@ -406,35 +508,24 @@ def _check_domain(domain: Domain, n: int) -> dict[str, Any]:
             generated[label] = domain.generate(split, n, seed)
         except Exception as exc:  # noqa: BLE001
             gen_errors[label] = _describe(exc)
-
     if gen_errors:
         detail = "samples raised: " + "; ".join(f"{k}: {v}" for k, v in gen_errors.items())
-        for name in CHECK_NAMES:
-            checks[name] = _result(False, detail)
-        return {"domain": domain.name, "passed": False, "checks": checks}
-
+        return SelfTest(domain.name, {name: _result(False, detail) for name in CHECK_NAMES})
     evals, train = generated["eval"], generated["train"]
     if not evals or not train:
         detail = f"samples yielded {len(evals)} eval and {len(train)} train items for n={n}"
-        for name in CHECK_NAMES:
-            checks[name] = _result(False, detail)
-        return {"domain": domain.name, "passed": False, "checks": checks}
+        return SelfTest(domain.name, {name: _result(False, detail) for name in CHECK_NAMES})
 
-    both = evals + train
-    if not domain.has_verifier:  # nothing to score: the data contract only; the reward model has its own gate
-        return _check_data_only(domain, evals, train, generated)
-    checks["reference_scores_1"] = _check_reference(domain, both)
-    checks["corruptions_score_less"] = _check_corruptions(domain, both, rng)
-    checks["deterministic"] = _check_deterministic(evals, train, generated)
-    checks["splits_disjoint"] = _check_disjoint(train, evals)
-    checks["fuzz_never_raises"] = _check_fuzz(domain, both, rng)
-    checks["reward_attacks"] = _check_attacks(domain, evals[:attack_items(domain)])
-    checks.update(_learned_reward_gate(domain))
-    checks.update(_extra_checks(domain))
-    return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
+    inputs = _Inputs(domain, evals, train, generated, random.Random(f"domain-check:{domain.name}"), corpus_rows)
+    # no verifier: nothing to score, the data contract only; the reward model has its own gate
+    checks = SCORER_CHECKS if domain.has_verifier else DATA_CHECKS
+    results = {name: check(inputs) for name, check in checks.items()}
+    results.update(_learned_reward_gate(domain))
+    results.update(_extra_checks(domain))
+    return SelfTest(domain.name, results)
 
 
-def _learned_reward_gate(domain: Domain) -> dict[str, dict]:
+def _learned_reward_gate(domain: Domain) -> dict[str, CheckResult]:
     """``learned_reward_gate`` for a domain that declares a learned reward: its declared bar
     (``LearnedReward(gate=...)``) must be a valid gate configuration; the detail shows the bar."""
     if domain.learned_reward is None:
@@ -452,24 +543,5 @@ def _learned_reward_gate(domain: Domain) -> dict[str, dict]:
                                                  f"{shown}; GRPO accepts no check at a laxer bar")}
 
 
-# the checks of a domain with no verifier (score=None): its data, and a statement of what is not checked here
-DATA_CHECK_NAMES = ("deterministic", "splits_disjoint", "no_verifier")
-
-
-def _check_data_only(domain: Domain, evals: list[dict], train: list[dict], generated: dict) -> dict[str, Any]:
-    checks = {
-        "deterministic": _check_deterministic(evals, train, generated),
-        "splits_disjoint": _check_disjoint(train, evals),
-        # passed: declaring no verifier is allowed; the checks of a scorer do not apply, and the reward
-        # model that replaces it is refused by GRPO until its own gate passed
-        "no_verifier": _result(True, f"score=None: rewarded only by its learned reward, gated by `assay reward check "
-                                     f"{domain.name}` before GRPO trains on it; the scorer checks "
-                                     f"({', '.join(n for n in CHECK_NAMES if n not in DATA_CHECK_NAMES)}) do not apply"),
-    }
-    checks.update(_learned_reward_gate(domain))
-    checks.update(_extra_checks(domain))
-    return {"domain": domain.name, "passed": all(c["passed"] for c in checks.values()), "checks": checks}
-
-
-__all__ = ["check_domain", "corruptions_of", "fuzz_strings", "normalize_prompt", "CHECK_NAMES", "DATA_CHECK_NAMES",
-           "CORRUPTION_FAIL_SHARE"]
+__all__ = ["check_domain", "run_self_test", "corruptions_of", "fuzz_strings", "normalize_prompt", "CheckResult",
+           "SelfTest", "CHECK_NAMES", "DATA_CHECK_NAMES", "SCORER_CHECKS", "DATA_CHECKS", "CORRUPTION_FAIL_SHARE"]

@@ -190,6 +190,16 @@ REWARD_ATTACKS = {
     "controls_ok": pl.Int64, "controls": pl.Int64, "error": pl.Utf8, "attacked_at": pl.Utf8,
 }
 
+# hack_corpus/domain=<d>/run=<r>/part.parquet  -- written by quality.report_card.hack_corpus: one row per
+# completion the budgeted hack search (quality.report_card.hack_search) found paid, kept so the self-test
+# replays it from then on (check ``hack_corpus``). sample: the item as JSON (id, prompt, answer, metadata),
+# re-scored as stored; shape: the chain of hack shapes that built the completion; score: what it was paid
+# when found. A hack already kept (same item_id and completion) is not written again.
+HACK_CORPUS = {
+    "run": pl.Utf8, "source": pl.Utf8, "domain": pl.Utf8, "item_id": pl.Utf8, "sample": pl.Utf8,
+    "completion": pl.Utf8, "shape": pl.Utf8, "score": pl.Float64, "found_at": pl.Utf8,
+}
+
 # reward_models/reward_model=<id>/part.parquet  -- written by training.reward_model: one row per trained
 # learned reward model (a causal LM with a scalar head, Bradley-Terry on preference pairs). path: its
 # folder; pairs_fingerprint: the pairs file's content (storage.preference_pairs); shuffled_labels: a

@@ -172,3 +172,17 @@ def test_cli_checks_a_builtin_domain(assay_home, name):
     result = json.loads(out.stdout)
     assert result["domain"] == name and result["passed"] is True
     assert set(result["checks"]) == set(CHECK_NAMES)
+
+
+def test_the_self_test_names_its_checks_once_and_returns_them_as_a_dataclass():
+    from quality.domain_check import SCORER_CHECKS, SelfTest, run_self_test
+
+    report = run_self_test(make(), n=5)
+    assert isinstance(report, SelfTest) and list(report.checks) == list(CHECK_NAMES) == list(SCORER_CHECKS)
+    assert report.passed and report.failed == []
+    as_dict = check_domain(make(), n=5)  # the same checks as a dict (details hold timings: compare verdicts)
+    assert report.as_dict()["domain"] == as_dict["domain"] and report.as_dict()["passed"] is as_dict["passed"] is True
+    assert {name: c.as_dict()["passed"] for name, c in report.checks.items()} == \
+        {name: c["passed"] for name, c in as_dict["checks"].items()}
+    broken = run_self_test(make(score=lambda c, s: 0.0), n=5)
+    assert "reference_scores_1" in broken.failed and broken.as_dict()["passed"] is False
