@@ -1,6 +1,12 @@
-"""Altair charts of the dashboard: pure functions from a frame to a chart, every axis titled with
-its unit. Scores are fractions in the lake; charts show percent (score) and percentage points
-(deltas), so a 0.03 drop reads as "-3 pts"."""
+"""Altair charts of the dashboard: pure functions from a frame to a chart, every chart titled and
+every axis titled as "quantity (unit)". Scores are fractions in the lake; charts show percent
+(score) and percentage points (deltas), so a 0.03 drop reads as "-3 pts".
+
+Titles must show whole at the widths people use (1440 and 1024 px, half-width columns included):
+an axis title is short (it may not be longer than its axis: a 240 px chart has ~150 px of y
+axis), the chart title says the rest, and every chart keeps :data:`PADDING` around its drawing so
+no title touches the element's edge. tests/ui/test_browser.py measures every chart on every page.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +20,22 @@ STATUS_LABELS = {"regressed": "regression (protected: blocks)", "warn": "signifi
                  "not_comparable": "not comparable (different generation configs)",
                  "improved": "improved (CI > 0)", "unchanged": "unchanged"}
 VERDICT_COLOURS = {"regression": "#d62728", "warn": "#ff9f1c", "underpowered": "#9467bd", "ok": "#2ca02c"}
+# space kept around every chart's drawing (px): titles never touch the edge of their element
+PADDING = {"left": 8, "right": 8, "top": 12, "bottom": 8}  # top: a title with a subtitle needs more
 
 
 def _pandas(frame: pl.DataFrame):
     return frame.to_pandas()
+
+
+def _framed(chart):
+    """``chart`` with :data:`PADDING` (every public chart function returns through here)."""
+    return chart.properties(padding=PADDING)
+
+
+def _title(text: str, subtitle: str) -> alt.Title:
+    """A short title and one line under it that says the rest (a long title is cut at narrow widths)."""
+    return alt.Title(text, subtitle=subtitle, subtitlePadding=6)
 
 
 def verdict_heatmap(cells: pl.DataFrame, domains: list[str]) -> alt.Chart:
@@ -49,26 +67,26 @@ def verdict_heatmap(cells: pl.DataFrame, domains: list[str]) -> alt.Chart:
     )
     labels = base.mark_text(fontSize=10).encode(text=alt.Text("delta_pts:Q", format="+.1f"))
     # one 24 px band per domain, so every row keeps its label however many are shown
-    return (rects + labels).properties(height=alt.Step(24), title="Δ score vs champion (percentage points)")
+    return _framed((rects + labels).properties(height=alt.Step(24), title="Δ score vs champion (percentage points)"))
 
 
 def gate_pass_rates(gates: pl.DataFrame) -> alt.Chart:
     return alt.Chart(_pandas(gates)).mark_line(point=True).encode(
         x=alt.X("evaluated_at:T", title="gate evaluation time (UTC)"),
-        y=alt.Y("rows_passed_pct:Q", title="row checks passed (%)", scale=alt.Scale(zero=False)),
+        y=alt.Y("rows_passed_pct:Q", title="rows passed (%)", scale=alt.Scale(zero=False)),
         color=alt.Color("gate:N", title="gate"),
         tooltip=["evaluation", "gate", "evaluated_at", "expectations", "expectations_passed",
                  "rows_checked", "rows_failed", alt.Tooltip("rows_passed_pct:Q", format=".1f")],
-    ).properties(height=260, title="Gate pass rate per evaluation")
+    ).properties(height=260, title="Gate pass rate per evaluation (row checks passed)").properties(padding=PADDING)
 
 
 def quarantine_reasons(reasons: pl.DataFrame) -> alt.Chart:
     return alt.Chart(_pandas(reasons)).mark_bar().encode(
         x=alt.X("day:T", title="ingest day (UTC)", timeUnit="yearmonthdate"),
-        y=alt.Y("rows:Q", title="quarantined rows (count)", stack=True),
+        y=alt.Y("rows:Q", title="rows (count)", stack=True),
         color=alt.Color("reason:N", title="reason code"),
         tooltip=["day:T", "reason", "rows"],
-    ).properties(height=260, title="Quarantine reasons over time")
+    ).properties(height=260, title="Quarantined rows per day").properties(padding=PADDING)
 
 
 def difficulty_histogram(difficulty: pl.DataFrame) -> alt.Chart:
@@ -79,13 +97,13 @@ def difficulty_histogram(difficulty: pl.DataFrame) -> alt.Chart:
                                    pl.when(pl.col("in_band")).then(pl.lit("admitted (in band)"))
                                    .otherwise(pl.lit("out of band")).alias("band"))
     return alt.Chart(_pandas(data)).mark_bar().encode(
-        x=alt.X("pass_rate_pct:Q", bin=alt.Bin(maxbins=20, extent=[0, 100]),
-                title="pass rate on the item (%, lower = harder; estimated where no policy ran)"),
+        x=alt.X("pass_rate_pct:Q", bin=alt.Bin(maxbins=20, extent=[0, 100]), title="pass rate (%)"),
         y=alt.Y("count():Q", title="items (count)"),
-        color=alt.Color("band:N", title="difficulty band",
+        color=alt.Color("band:N", title="band", legend=alt.Legend(orient="bottom", direction="vertical"),
                         scale=alt.Scale(domain=["admitted (in band)", "out of band"], range=["#1f77b4", "#c7c7c7"])),
         tooltip=[alt.Tooltip("count():Q", title="items")],
-    ).properties(height=260, title=f"Difficulty of train items (latest evaluation: {', '.join(methods) or '?'})")
+    ).properties(height=260, title=_title(
+        "Difficulty of train items", f"lower = harder; estimate: {', '.join(methods) or '?'}")).properties(padding=PADDING)
 
 
 def score_trend(trend: pl.DataFrame, champion: str | None) -> alt.Chart:
@@ -105,7 +123,8 @@ def score_trend(trend: pl.DataFrame, champion: str | None) -> alt.Chart:
                  alt.Tooltip("ci_high_pct:Q", title="CI high (%)", format=".1f"), "n", "k"])
     star = alt.Chart(_pandas(data.filter(pl.col("role") == "champion"))).mark_point(
         shape="diamond", size=160, filled=True, color="#2ca02c").encode(x=x, y="score_pct:Q")
-    return (band + line + star).properties(height=280, title="Score across checkpoints (green diamond = champion)")
+    return _framed((band + line + star).properties(height=280, title=_title(
+        "Score across checkpoints", "green diamond = champion")))
 
 
 def score_vs_length(scores: pl.DataFrame, champion: str | None) -> alt.Chart:
@@ -125,7 +144,8 @@ def score_vs_length(scores: pl.DataFrame, champion: str | None) -> alt.Chart:
         tooltip=["policy", "domain", "context_tokens", alt.Tooltip("score_pct:Q", title="score (%)", format=".1f"),
                  alt.Tooltip("ci_low_pct:Q", title="CI low (%)", format=".1f"),
                  alt.Tooltip("ci_high_pct:Q", title="CI high (%)", format=".1f"), "n", "k"])
-    return (bars + line).properties(height=280, title="Score vs context length (one line per checkpoint)")
+    return _framed((bars + line).properties(height=280, title=_title("Score vs context length",
+                                                                     "one line per checkpoint")))
 
 
 def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:
@@ -145,17 +165,19 @@ def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:
         tooltip=["domain", alt.Tooltip("delta_pts:Q", title="Δ (pts)", format="+.1f"),
                  alt.Tooltip("q:Q", format=".3f"), "verdict", "protected"])
     zero = alt.Chart(_pandas(pl.DataFrame({"x": [0.0]}))).mark_rule(strokeDash=[4, 4], color="grey").encode(x="x:Q")
-    return (bars + dots + zero).properties(height=alt.Step(20),
-                                           title=f"Δ with 95% CI, {data.height} lowest deltas")
+    return _framed((bars + dots + zero).properties(height=alt.Step(20),
+                                                   title=f"Δ score with 95% CI, {data.height} lowest deltas"))
 
 
-def training_curve(curves: pl.DataFrame, metric: str, title: str, unit: str) -> alt.Chart:
+def training_curve(curves: pl.DataFrame, metric: str, title: str, axis: str) -> alt.Chart:
+    """One line per domain over training steps: ``title`` says what is plotted, ``axis`` is the y
+    axis's short "quantity (unit)" (it must fit the axis: the title above carries the rest)."""
     return alt.Chart(_pandas(curves.drop_nulls(metric))).mark_line().encode(
-        x=alt.X("step:Q", title="training step"),
-        y=alt.Y(f"{metric}:Q", title=f"{title} ({unit})", scale=alt.Scale(zero=False)),
+        x=alt.X("step:Q", title="training step (optimizer updates)"),
+        y=alt.Y(f"{metric}:Q", title=axis, scale=alt.Scale(zero=False)),
         color=alt.Color("domain:N", title="domain"),
         tooltip=["step", "domain", alt.Tooltip(f"{metric}:Q", format=".4f")],
-    ).properties(height=240, title=title)
+    ).properties(height=240, title=title).properties(padding=PADDING)
 
 
 ROLE_COLOURS = {"current champion": "#2ca02c", "former champion": "#1f77b4", "base policy": "#7f7f7f",
@@ -179,20 +201,19 @@ def pass_rate_histograms(items: pl.DataFrame, checkpoints: pl.DataFrame) -> alt.
     order = checkpoints.sort("position")["label"].to_list()
     return alt.Chart(_pandas(counts)).mark_bar().encode(
         x=alt.X("pass_rate_bucket:O", sort=list(PASS_RATE_BUCKETS), scale=alt.Scale(domain=list(PASS_RATE_BUCKETS)),
-                title="pass rate of the policy on the item over K samples (lower = harder)",
-                axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("items:Q", title="items", stack=True),
-        color=alt.Color("role:N", title="checkpoint", scale=alt.Scale(domain=list(ROLE_COLOURS),
-                                                                    range=list(ROLE_COLOURS.values()))),
-        opacity=alt.Opacity("band:N", title="gate's band", scale=alt.Scale(
-            domain=["in band (trains)", "out of band"], range=[1.0, 0.35])),
+                title="pass rate over K samples (bucket)", axis=alt.Axis(labelAngle=-40)),
+        y=alt.Y("items:Q", title="items (count)", stack=True),
+        color=alt.Color("role:N", title="checkpoint", legend=alt.Legend(orient="bottom", direction="vertical"),
+                        scale=alt.Scale(domain=list(ROLE_COLOURS), range=list(ROLE_COLOURS.values()))),
+        opacity=alt.Opacity("band:N", title="gate's band", legend=alt.Legend(orient="bottom", direction="vertical"),
+                            scale=alt.Scale(domain=["in band (trains)", "out of band"], range=[1.0, 0.35])),
         tooltip=[alt.Tooltip("label:N", title="checkpoint"), alt.Tooltip("pass_rate_bucket:O", title="pass rate"),
                  alt.Tooltip("verdict_label:N", title="verdict"), alt.Tooltip("items:Q", title="items")],
         row=alt.Row("label:N", sort=order, title=None, header=alt.Header(
             labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top", labelFontWeight="bold",
             labelLimit=600)),
-    ).properties(height=110, width=720, title="Pass rate of the train items per policy checkpoint "
-                                              "(oldest champion at the top)")
+    ).properties(height=110, width=alt.Step(34), title=_title("Pass rate of the train items per policy checkpoint",
+                                                     "oldest champion at the top")).properties(padding=PADDING)
 
 
 def pass_rate_moves(checkpoints: pl.DataFrame) -> alt.Chart:
@@ -206,10 +227,10 @@ def pass_rate_moves(checkpoints: pl.DataFrame) -> alt.Chart:
     return alt.Chart(_pandas(long)).mark_line(point=True).encode(
         x=alt.X("checkpoint:N", sort=order, title="policy checkpoint (champion history, oldest → newest)",
                 axis=alt.Axis(labelAngle=0, labelLimit=200)),
-        y=alt.Y("pct:Q", title="% of train items", scale=alt.Scale(domain=[0, 100])),
+        y=alt.Y("pct:Q", title="train items (%)", scale=alt.Scale(domain=[0, 100])),
         color=alt.Color("measure:N", title="measure"),
         tooltip=["checkpoint", "role", "measure", alt.Tooltip("pct:Q", format=".1f", title="%")],
-    ).properties(height=220, title="How the domain's difficulty moves as champions change")
+    ).properties(height=220, title="How the domain's difficulty moves as champions change").properties(padding=PADDING)
 
 
 VARIANT_VERDICT_COLOURS = {"non_inferior": "#2ca02c", "underpowered": "#9467bd", "inferior": "#d62728"}
@@ -236,7 +257,7 @@ def variant_tradeoff(variants: pl.DataFrame, domains: pl.DataFrame) -> alt.Chart
     span = [float(ends.min()) / 1.2, float(ends.max()) * 1.2] if ends.len() else alt.Undefined
     x = alt.X("speedup_batch1:Q", scale=alt.Scale(type="log", base=2, nice=False, domain=span),
               title="speedup over the parent at batch 1 (tokens/s ratio, log scale)")
-    y_title = "Δ score vs parent (percentage points, 95% CI)"
+    y_title = "Δ score vs parent (pts, 95% CI)"
     bars = alt.Chart(_pandas(data)).mark_rule(strokeWidth=2).encode(
         x=x, y=alt.Y("ci_low_pts:Q", title=y_title), y2="ci_high_pts:Q", color=colour)
     dots = alt.Chart(_pandas(data)).mark_point(filled=True, size=70).encode(
@@ -256,7 +277,9 @@ def variant_tradeoff(variants: pl.DataFrame, domains: pl.DataFrame) -> alt.Chart
     margin_rule = alt.Chart(_pandas(floors)).mark_rule(strokeDash=[6, 4], color="#d62728").encode(
         y="floor_pts:Q", tooltip=[alt.Tooltip("floor_pts:Q", title="-margin (pts)", format=".1f")])
     zero = alt.Chart(_pandas(pl.DataFrame({"y": [0.0]}))).mark_rule(color="grey", opacity=0.5).encode(y="y:Q")
-    return (zero + margin_rule + speed_rule + bars + dots + labels).properties(height=340)
+    return _framed((zero + margin_rule + speed_rule + bars + dots + labels).properties(height=340, title=_title(
+        "Speed against quality, per variant and domain",
+        "dashed: the speedup a fast variant needs (blue) and -margin (red)")))
 
 
 def variant_throughput(variants: pl.DataFrame) -> alt.Chart:
@@ -271,14 +294,14 @@ def variant_throughput(variants: pl.DataFrame) -> alt.Chart:
                 pl.col(f"{prefix}tokens_per_s{suffix}").alias("tokens_per_s")))
     data = pl.concat(sides).drop_nulls("tokens_per_s")
     chart = alt.Chart(_pandas(data)).mark_bar().encode(
-        x=alt.X("variant:N", title=None, axis=alt.Axis(labelAngle=-25, labelLimit=240, labelOverlap=False)),
+        x=alt.X("variant:N", title="variant", axis=alt.Axis(labelAngle=-25, labelLimit=180, labelOverlap=False)),
         xOffset=alt.XOffset("side:N", sort=["parent", "variant"]),
         y=alt.Y("tokens_per_s:Q", title="decode throughput (tokens/s)"),
-        color=alt.Color("side:N", title="measured", sort=["parent", "variant"],
+        color=alt.Color("side:N", title="measured", sort=["parent", "variant"], legend=alt.Legend(orient="bottom"),
                         scale=alt.Scale(domain=["parent", "variant"], range=["#7f7f7f", "#1f77b4"])),
         column=alt.Column("setting:N", title=None, sort=["batch 1", "sweep batch"]),
         tooltip=["variant", "side", "setting", alt.Tooltip("batch:Q", title="sweep batch (prompts)"),
                  alt.Tooltip("tokens_per_s:Q", title="tokens/s", format=".1f")],
     ).properties(height=240, width=alt.Step(24), title="Throughput, parent vs variant, measured in the same run")
     # batch-1 figures are a fraction of the batched ones: a shared axis would flatten them
-    return chart.resolve_scale(y="independent")
+    return _framed(chart.resolve_scale(y="independent"))

@@ -50,9 +50,9 @@ cols[3].metric("Domains", len(domains))
 chosen = st.multiselect("Domains", domains, default=domains[:8], key="training_domains")
 per_domain = curves.filter(pl.col("domain").is_in(chosen)) if chosen else curves.filter(pl.col("domain") != "_all")
 left, right = st.columns(2)
-left.altair_chart(charts.training_curve(per_domain, "reward_mean", "Mean reward per domain", "reward units, 0-1"),
+left.altair_chart(charts.training_curve(per_domain, "reward_mean", "Mean reward per domain", "reward (0-1)"),
                   width="stretch")
-right.altair_chart(charts.training_curve(per_domain, "accuracy", "Accuracy", "fraction correct"),
+right.altair_chart(charts.training_curve(per_domain, "accuracy", "Accuracy per domain", "correct (fraction)"),
                    width="stretch")
 
 
@@ -66,14 +66,14 @@ def with_total(metric: str) -> pl.DataFrame:
 left, right = st.columns(2)
 kl = with_total("kl")
 if kl.height:
-    left.altair_chart(charts.training_curve(kl, "kl", "KL to reference per domain", "nats per token"),
+    left.altair_chart(charts.training_curve(kl, "kl", "KL to reference per domain", "KL (nats/token)"),
                       width="stretch")
 zero_var = with_total("zero_var_frac")
 if zero_var.height:
     right.altair_chart(charts.training_curve(zero_var, "zero_var_frac", "Zero-variance groups per domain",
-                                             "fraction of the domain's groups"), width="stretch")
+                                             "groups (fraction)"), width="stretch")
 if speed.len():
-    st.altair_chart(charts.training_curve(batch, "tokens_per_s", "Throughput", "completion tokens/s"),
+    st.altair_chart(charts.training_curve(batch, "tokens_per_s", "Throughput of completion tokens", "throughput (tokens/s)"),
                     width="stretch")
 
 st.subheader("Reward-hacking signals")
@@ -97,13 +97,13 @@ else:
                        "learning to game this domain's reward.")
     left, right = st.columns(2)
     left.altair_chart(charts.training_curve(signals, "multi_answer_share", "Multiple-answer rollouts",
-                                            "fraction of the domain's rollouts"), width="stretch")
+                                            "rollouts (fraction)"), width="stretch")
     right.altair_chart(charts.training_curve(signals, "prompt_copy_share", "Prompt-copying rollouts",
-                                             "fraction of the domain's rollouts"), width="stretch")
+                                             "rollouts (fraction)"), width="stretch")
     copy_reward = signals.filter(pl.col("prompt_copy_reward").is_not_null())
     if copy_reward.height:
         st.altair_chart(charts.training_curve(copy_reward, "prompt_copy_reward", "Reward of prompt copies",
-                                              "mean reward units"), width="stretch")
+                                              "mean reward (0-1)"), width="stretch")
     else:
         st.caption("No rollout copied its prompt in the chosen domains: no copy reward to show.")
 
@@ -132,5 +132,5 @@ if learned.height:
                        learned.filter(pl.col("score_mean").is_not_null())
                        .select("step", pl.concat_str(pl.col("domain"), pl.lit(" · verifier")).alias("domain"),
                                pl.col("score_mean").alias("mean"))])
-    st.altair_chart(charts.training_curve(pairs, "mean", "Learned reward and verifier", "mean reward units, 0-1"),
+    st.altair_chart(charts.training_curve(pairs, "mean", "Learned reward and verifier", "mean reward (0-1)"),
                     width="stretch")
