@@ -1,5 +1,6 @@
-"""``assay domains list|check|attack``: the registry, the environment self-test of each domain, and
-the red-team run of its reward (:mod:`quality.reward_attacks`)."""
+"""``assay domains list|check|attack|report|audit``: the registry, the environment self-test of each
+domain, the red-team run of its reward (:mod:`quality.reward_attacks`), and its report card
+(:mod:`pipelines.commands._report_card`)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,10 @@ def register(subparsers) -> None:
     add_json_flag(attack)
     attack.set_defaults(handler=attack_domains)
 
+    from pipelines.commands import _report_card
+
+    _report_card.register(sub)  # `assay domains report` and `assay domains audit`
+
 
 def _registry():
     from domains import get_registry
@@ -79,6 +84,8 @@ def list_domains(args: argparse.Namespace) -> int:
 def check_domains(args: argparse.Namespace) -> int:
     from domains import UnknownDomainError
     from quality.domain_check import check_domain
+    from quality.report_card.hack_corpus import read_corpus
+    from storage.deployment import open_lake
 
     registry = _registry()
     if args.all == bool(args.domain):
@@ -89,9 +96,11 @@ def check_domains(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     from tqdm import tqdm
 
+    lake = open_lake()  # reading only: a lake that does not exist yet holds no corpus
     results = []
     for domain in tqdm(chosen, desc="checking domains", disable=len(chosen) < 2, file=sys.stderr):
-        results.append(check_domain(domain, n=args.samples))
+        # the hacks a report card's search once found are replayed (check hack_corpus): a hole stays closed
+        results.append(check_domain(domain, n=args.samples, corpus_rows=read_corpus(lake, domain.name)))
     payload = results if args.all else results[0]
 
     def human(_):

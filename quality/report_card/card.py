@@ -407,13 +407,19 @@ def worst_first(cards: Sequence[ReportCard]) -> list[ReportCard]:
 # -- the lake -------------------------------------------------------------------------------------
 
 def write_cards(lake, cards: Sequence[ReportCard], *, source: str) -> str:
-    """One batch per domain in lake table ``report_cards``; returns the run id."""
+    """One batch per domain in lake table ``report_cards`` (and the hacks the search found in
+    ``hack_corpus``, :mod:`.hack_corpus`); returns the card run id."""
     import polars as pl
 
     from storage.tables import REPORT_CARDS, conform
 
+    from quality.report_card.hack_corpus import write_corpus
+
     run = f"card-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     at = datetime.now(timezone.utc).isoformat()
+    # what the search found joins the domain's regression corpus: the self-test replays it from then on
+    write_corpus(lake, [c.hack_search for c in cards if c.hack_search is not None and c.hack_search.paid],
+                 source=f"report_card:{source}")
     for card in cards:
         frame = conform(pl.DataFrame([card.row(run=run, source=source, created_at=at)], schema=REPORT_CARDS),
                         REPORT_CARDS)
