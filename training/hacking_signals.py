@@ -18,6 +18,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+# what counts as a stated answer is the scorers' own grammar (domains.answers), not a copy of it
+from domains.answers import answer_candidates
+
 # A word n-gram this long shared with the prompt is a copy, not a coincidence: 8 words in the same
 # order almost never recur by chance, while a short quote (a name, a number, a phrase) stays shorter.
 COPY_NGRAM_WORDS = 8
@@ -25,54 +28,7 @@ COPY_NGRAM_WORDS = 8
 # answer that quotes a sentence of evidence stays well below, a dumped context is near 1.
 COPY_FRACTION_THRESHOLD = 0.5
 
-_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
-_BOXED = re.compile(r"\\boxed\s*\{")
-_ANSWER_LINE = re.compile(r"^[\s*#>_-]*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
-_ANSWER_IS = re.compile(r"\banswer\s+is\s*[:：]?\s*(.+?)(?=[.;!?](?:\s|$)|$)", re.IGNORECASE | re.MULTILINE)
-_TRAILING_WORD = re.compile(r"^\s*([^\s<>]{1,24})\s*$")  # one bare token after the last answer tag
 _WORD = re.compile(r"\S+")
-
-
-def _boxed_contents(text: str) -> list[str]:
-    """The contents of every ``\\boxed{...}``, braces balanced (``\\boxed{\\frac{1}{2}}``)."""
-    found = []
-    for match in _BOXED.finditer(text):
-        depth, start = 1, match.end()
-        for index in range(start, len(text)):
-            if text[index] == "{":
-                depth += 1
-            elif text[index] == "}":
-                depth -= 1
-                if depth == 0:
-                    found.append(text[start:index])
-                    break
-    return found
-
-
-def _normalize(candidate: str) -> str:
-    """One answer's comparable form: a boxed or tagged wrapper unwrapped, case and whitespace
-    folded, surrounding quotes, ``$`` and final punctuation dropped."""
-    inner = _boxed_contents(candidate)
-    text = inner[0] if inner else candidate
-    text = _TAG.sub(lambda m: m.group(1), text)
-    text = re.sub(r"\s+", " ", text).strip().lower()
-    return text.strip(" $*`'\"").rstrip(".;,!").strip()
-
-
-def answer_candidates(completion: str) -> set[str]:
-    """The distinct normalized candidate answers a completion states: ``<answer>`` tags,
-    ``\\boxed{}``, ``Answer:`` lines, "the answer is ..." phrases, and a lone word after the last
-    ``</answer>`` (the ``<answer>True</answer>\\nFalse`` hedge)."""
-    raw = [m.group(1) for m in _TAG.finditer(completion)]
-    raw += _boxed_contents(completion)
-    raw += [m.group(1) for m in _ANSWER_LINE.finditer(completion)]
-    raw += [m.group(1) for m in _ANSWER_IS.finditer(completion)]
-    closing = completion.lower().rfind("</answer>")
-    if closing >= 0:
-        tail = _TRAILING_WORD.match(completion[closing + len("</answer>"):])
-        if tail:
-            raw.append(tail.group(1))
-    return {n for n in (_normalize(c) for c in raw) if n}
 
 
 def _distinct(candidates: set[str]) -> list[str]:
