@@ -19,7 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
-from domains.builtin._common import declared_answer, int_seed, normalize_text_answer, stream_split
+from domains.answers import (NUMBER, declared_answer, equivalent_answers, exact_number, normalize_text_answer,
+                             single_number, states_non_finite)
+from domains.builtin._common import int_seed, stream_split
 from domains.builtin._rg_untrusted_answers import SYMPY_TASKS, harden_verifier, is_plain_math
 
 ANSWER_HINT = "Give your final answer inside <answer></answer> tags."
@@ -60,8 +62,25 @@ def _coin_flip_score(answer: str, entry: dict) -> float:
     return 1.0 if math.isclose(said, truth, rel_tol=1e-3, abs_tol=1e-9) else 0.0
 
 
-def _restates_premises(answer: str, premises: list[str]) -> bool:
-    """Whether ``answer`` has the truth table of one premise or of some premises joined with ∧."""
+def conclusion_defect(answer: str, premises: list[str]) -> str | None:
+    """Why a conclusion the premises entail still shows no inference (None: it shows one).
+
+    reasoning-gym pays any entailed formula that is not a tautology or a lone variable, so the
+    premises themselves, and any premise weakened by "∨ anything", "solve" every item from the
+    prompt alone (31 of 40 items took "(premise ∨ Q)"). The rule here, written down once:
+
+    - ``contradictory premises``: nothing can be concluded from premises no assignment satisfies
+      (anything follows; such items are not drawn either);
+    - ``restates premises``: the conclusion has the truth table of one premise or of some premises
+      joined with ∧ (re-bracketed, reordered, double-negated);
+    - ``follows from one premise``: a single premise entails it (a premise weakened or taken apart:
+      ``P`` -> ``(P ∨ Q)``, ``(Q → P)``, ``(P ∧ R)`` -> ``(P ↔ R)``): no premises were combined;
+    - ``weaker than the premises allow``: it leaves open an assignment of its own variables that the
+      premises rule out (``(R ∨ S)`` where the premises give ``R``; ``(P ↔ Q)`` where they give both):
+      a conclusion states all the premises say about the variables it names, no padding.
+
+    Compared by truth table over every variable named, so re-bracketing and reordering change nothing.
+    """
     from itertools import combinations
 
     from reasoning_gym.logic.propositional_logic import Expression
@@ -70,39 +89,54 @@ def _restates_premises(answer: str, premises: list[str]) -> bool:
     parsed = [Expression.from_string(p) for p in premises]
     conclusion = Expression.from_string(answer)
     assignments = dataset._generate_assignments(dataset._collect_variables(parsed + [conclusion]))
+    models = [a for a in assignments if all(p.evaluate(a) for p in parsed)]
+    if not models:
+        return "contradictory premises"
 
     def table(exprs):
         return tuple(all(e.evaluate(a) for e in exprs) for a in assignments)
 
     said = table([conclusion])
-    return any(table(subset) == said for k in range(1, len(parsed) + 1) for subset in combinations(parsed, k))
+    if any(table(subset) == said for k in range(1, len(parsed) + 1) for subset in combinations(parsed, k)):
+        return "restates premises"
+    if any(all(conclusion.evaluate(a) for a in assignments if premise.evaluate(a)) for premise in parsed):
+        return "follows from one premise"
+    named = sorted(dataset._collect_variables([conclusion]))
+    allowed = {tuple(a[v] for v in named) for a in models}
+    claimed = {tuple(a[v] for v in named) for a in assignments if conclusion.evaluate(a)}
+    if claimed != allowed:
+        return "weaker than the premises allow"
+    return None
 
 
 def _propositional_logic_score(answer: str, entry: dict) -> float:
-    # reasoning-gym accepts any entailed formula, so the premises joined with "∧" (or one premise
-    # restated) "follow" from the premises and solve every item from the prompt alone; a
-    # conclusion must say something no premise or conjunction of premises already says (compared
-    # by truth table, so re-bracketing and reordering are caught). Items whose own reference is
-    # such a restatement are not drawn (ITEM_FILTERS).
+    # reasoning-gym accepts any entailed formula; a conclusion must also show an inference
+    # (conclusion_defect). Items whose own reference shows none are not drawn (ITEM_FILTERS).
     value = float(scoring_dataset("propositional_logic").score_answer(answer, entry))
     if value < 1.0:
         return value
-    return 0.0 if _restates_premises(answer, list(entry["metadata"]["premises"])) else value
+    return 0.0 if conclusion_defect(answer, list(entry["metadata"]["premises"])) else value
 
 
-def _concludes_something_new(entry: dict) -> bool:
+def _reference_shows_inference(entry: dict) -> bool:
     reference = reference_answer(entry)
+    if reference is None:
+        return False
     try:
-        return reference is not None and not _restates_premises(reference, list(entry["metadata"]["premises"]))
+        premises = list(entry["metadata"]["premises"])
+        if scoring_dataset("propositional_logic").score_answer(reference, entry) < 1.0:
+            return False  # a lone variable: reasoning-gym's own triviality rule pays it 0.25
+        return conclusion_defect(reference, premises) is None
     except (ValueError, KeyError, AttributeError):
         return False
 
 
 # Items a task's generator makes that no scorer can judge fairly, dropped when drawing.
 ITEM_FILTERS: dict[str, Callable[[dict], bool]] = {
-    # about half of reasoning-gym's references restate the premises ("R", "Q" -> "(Q ∧ R)"), the
-    # very answer that can be copied from the prompt: such an item cannot tell work from copying.
-    "propositional_logic": _concludes_something_new,
+    # most references show no inference (conclusion_defect): of 600 generated items, 141 have
+    # contradictory premises, 182 restate them, most others weaken a premise; ~3% remain (drawing
+    # costs ~35 ms per eval item, EVAL_SIZES): such an item cannot tell work from copying.
+    "propositional_logic": _reference_shows_inference,
     # reasoning-gym asks "What is {person1} to {person2}?" but labels the in-law branch by what
     # person2 is to person1 (person2 is person1's spouse's parent, answered "mother-in-law": the
     # true answer is son/daughter-in-law), and the niece/nephew branch by person2's gender (person2
@@ -295,8 +329,10 @@ def _metadata(sample: dict) -> dict:
 def score_with_verifier(completion: str, sample: dict, *, task: str | None = None,
                         prompt_suffix: str = PROMPT_SUFFIX) -> float:
     """1.0 when the task's verifier gives full marks to the one answer span the completion
-    declares (``declared_answer``), else 0.0: a hedge (several different declared answers), a
-    verifier that raises, or partial credit (unless the task is in ``SHAPED_TASKS``)."""
+    declares (``declared_answer``, normalised), or to the reference when that span says exactly
+    what the reference says in another form (``equivalent_answers``); else 0.0: a hedge (several
+    different declared answers), a non-finite value, a verifier that raises, or partial credit
+    (unless the task is in ``SHAPED_TASKS``)."""
     if not isinstance(completion, str) or not completion.strip():
         return 0.0
     meta = _metadata(sample)
@@ -318,23 +354,41 @@ def score_with_verifier(completion: str, sample: dict, *, task: str | None = Non
             scorer = scoring_dataset(task, json.dumps(meta.get("rg_config") or {}, sort_keys=True)).score_answer
         except Exception:  # noqa: BLE001 - an unknown task or bad config in a row's metadata
             return 0.0
+    # the declared span, normalised (domains.answers: no $..$, \\boxed{}, ** around it, no label)
     candidate = declared_answer(completion, fallback="whole")
     if candidate is None or not candidate.strip() or _hedges_truth_value(candidate, entry):
         return 0.0
-    if task in SYMPY_TASKS and not is_plain_math(candidate, SYMPY_TASKS[task]):
-        return 0.0  # sympy would eval() it: only plain arithmetic may reach these verifiers
-    try:
-        with _quiet():  # some verifiers print (tower_of_hanoi prints every invalid move)
-            value = float(scorer(candidate, entry))
-    except Exception:  # noqa: BLE001 - malformed text is simply not a correct answer
-        return 0.0
-    if value != value:
-        return 0.0
+    reference = sample.get("answer")
+    reference = reference if isinstance(reference, str) else None
+    if states_non_finite(candidate) and not states_non_finite(reference):
+        return 0.0  # nan/inf is no answer (complex_arithmetic's verifier paid "nan" on every item)
+    if reference and exact_number(reference, grouping=False) is not None:
+        if single_number(candidate) is None:
+            return 0.0  # the answer is one number: "41 42" is a spray (gsm_symbolic's verifier reads the first)
+        # and the verifier reads it as we do: "784,785" is 784785, not gsm_symbolic's first match 784
+        candidate = NUMBER.sub(lambda m: m.group(0).replace(",", ""), candidate)
+    value = _verdict(scorer, task, candidate, entry)
+    if value < 1.0 and reference and candidate != reference.strip() and equivalent_answers(candidate, reference):
+        # the same answer in another exact form ("1170.0", "1,795", "true", "[19,20]"): the verifier
+        # judges the reference's spelling of it, so it must still accept the reference itself
+        value = _verdict(scorer, task, reference.strip(), entry)
     if task in SHAPED_TASKS:
         return min(1.0, max(0.0, value))
     # Binary: reasoning-gym's partial credit pays format-only junk (0.01-0.05 for any parseable
     # answer) and containment (len(answer)/len(text)), which beats nothing in an all-wrong group.
     return 1.0 if value >= 1.0 else 0.0
+
+
+def _verdict(scorer: Callable[[str, dict], float], task: str, answer: str, entry: dict) -> float:
+    """The task's verifier on one answer text, never raising; 0.0 for text it must not see."""
+    if task in SYMPY_TASKS and not is_plain_math(answer, SYMPY_TASKS[task]):
+        return 0.0  # sympy would eval() it: only plain arithmetic may reach these verifiers
+    try:
+        with _quiet():  # some verifiers print (tower_of_hanoi prints every invalid move)
+            value = float(scorer(answer, entry))
+    except Exception:  # noqa: BLE001 - malformed text is simply not a correct answer
+        return 0.0
+    return value if value == value else 0.0
 
 
 def mixed_samples(domain: str, tasks: dict[str, dict], *, eval_share: float = 0.5):

@@ -14,7 +14,8 @@ something that executes it:
   reaches those verifiers: numbers, operators (``+ - * / ^ **``) and parentheses, plus what the
   task's reference answers use (``SYMPY_TASKS``): nothing more for the numeric puzzle24 and
   countdown, one-letter symbols for polynomials, and a short list of math functions (nested at
-  most 2 deep) and commas for integrals. No attribute access, no underscores, no quotes or
+  most 2 deep) and commas for integrals; never an unevaluated ``Integral`` or infinity, so an
+  answer must be the evaluated result, not the problem restated. No attribute access, no underscores, no quotes or
   brackets, no other names, so nothing but arithmetic on sympy objects can run; and powers are
   bounded (small literal exponents, no towers, at most two powers of a parenthesised base) so
   ``9**9**9`` cannot stall the trainer. Anything else scores 0.
@@ -57,9 +58,13 @@ TRUSTED_EVALS: dict[str, str] = {
 
 # Plain math for sympy: numbers, names, operators, parentheses, commas, whitespace; nothing else.
 _MATH_TOKEN = re.compile(r"\s+|\d+\.\d*|\.\d+|\d+|[A-Za-z][A-Za-z0-9]*|\*\*|[-+*/^(),]")
+# Functions that evaluate to a value, nothing that leaves the work undone: ``Integral(f, x)`` (whose
+# derivative is f, so an unevaluated integral copied from the prompt passed the integration
+# verifiers on every item), ``Derivative``, ``Subs``, ``Sum``; and no infinity (``oo``): a symbolic
+# answer must be evaluated, not restated.
 MATH_FUNCTIONS = frozenset({
     "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot", "sinh", "cosh", "tanh",
-    "asinh", "acosh", "atanh", "exp", "log", "ln", "sqrt", "Abs", "pi", "oo", "Integral",
+    "asinh", "acosh", "atanh", "exp", "log", "ln", "sqrt", "Abs", "pi",
 })
 # sympy's one-letter names that compute rather than stand for a symbol: N(x, 10**6) evaluates to a
 # million digits, S(...) sympifies.

@@ -82,7 +82,7 @@ def test_reference_answers_still_score_1(task):
     ("10*8*3/10", untrusted.ARITHMETIC), ("(100 + 47) - 46 + 21", untrusted.ARITHMETIC),
     ("295*y**6 - 420*y**4 - 1870*y", untrusted.POLYNOMIAL), ("-7*X**10/4 - 6*X**5 + C", untrusted.POLYNOMIAL),
     ("-x*atan(3*x) + log(9*x**2 + 1)/6 + C", untrusted.CALCULUS), ("x**(1/2) + x**-2 + (x + 1)**3/3", untrusted.CALCULUS),
-    ("Integral(exp(x**2), x) + 2^3", untrusted.CALCULUS), ("1.5*x**2 + .5", untrusted.CALCULUS),
+    ("exp(x**2) + 2^3", untrusted.CALCULUS), ("1.5*x**2 + .5", untrusted.CALCULUS),
 ])
 def test_plain_math_accepts_ordinary_answers(text, vocabulary):
     assert untrusted.is_plain_math(text, vocabulary)
@@ -97,7 +97,8 @@ def test_plain_math_accepts_ordinary_answers(text, vocabulary):
     ("(((9**99)**99)**99)**99", untrusted.ARITHMETIC), ("2**101", untrusted.ARITHMETIC), ("x**y**z", untrusted.CALCULUS),
     ("atan(exp(exp(x)))", untrusted.CALCULUS), ("(x + 1))", untrusted.CALCULUS), ("", untrusted.CALCULUS),
     ("1" * 500, untrusted.ARITHMETIC), ("exp(exp(exp(100)))", untrusted.ARITHMETIC), ("x + 1", untrusted.ARITHMETIC),
-    ("sin(x)", untrusted.POLYNOMIAL), ("Integral(x, x)", untrusted.POLYNOMIAL),
+    ("sin(x)", untrusted.POLYNOMIAL), ("Integral(x, x)", untrusted.POLYNOMIAL), ("Integral(exp(x**2), x)", untrusted.CALCULUS),
+    ("oo*x + C", untrusted.CALCULUS),
 ])
 def test_plain_math_refuses_code_names_towers_and_deep_nesting(text, vocabulary):
     assert not untrusted.is_plain_math(text, vocabulary)
