@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from domains import Domain
 from domains.builtin._rg import mixed_samples, mixed_score
+from domains.builtin._rg_equivalents import mixed_equivalents
 
 TASKS = {"knights_knaves": {}, "syllogism": {}, "self_reference": {}}
 
@@ -17,4 +18,5 @@ DOMAIN = Domain(
     tags=("logic", "reasoning"),
     samples=mixed_samples("logic", TASKS),
     score=mixed_score(TASKS),
+    equivalents=mixed_equivalents(TASKS),
 )
