@@ -15,9 +15,10 @@ sentence (the rest is room for the chat template and the answer), counted exactl
 - ``long_multivalue``: four numbers for the same key at different depths, among three other keys'
   magic numbers; asked for all of them.
 
-Every needle family plants decoys of the answer's shape (7-digit numbers), the first and the last
-number of the text always a decoy: copying the context, or every number in it, names decoys and
-scores 0 (issue 27: with no other 7-digit number in the text, the prompt echoed back scored 1.0).
+Every needle family plants decoys of the answer's shape (7-digit numbers): copying the context, or
+every number in it, names decoys and scores 0 (issue 27: with no other 7-digit number in the text,
+the prompt echoed back scored 1.0). The asked needles and the decoys are placed in a uniformly
+random order, so no position among them is a better strategy than a guess (issue 41).
 - ``long_vartrack``: variable tracking: ``VAR a = 12345`` then ``VAR b = VAR a`` ... (four hops),
   plus a distractor chain with another value; asked for every variable holding the value.
 - ``long_aggregate``: common-word extraction: a numbered list of words where five words appear
@@ -56,6 +57,11 @@ NEEDLES = 4           # multikey: 1 asked + 3 distractors; multivalue: 4 values
 DECOYS = 3            # 7-digit decoys every needle family plants (multivalue: other keys' numbers)
 HOPS = 4              # variable tracking: a chain of 5 variables
 TOP_WORDS = 5         # aggregation
+# The version of what a draw key generates in each family, part of its item ids from version 2 on:
+# bump it when the same key makes another prompt, so results cached by item id (sweeps, pass rates)
+# are never reused for a text the policy did not see. 2: needles and decoys in a uniformly random
+# order (issue 41).
+ITEM_VERSIONS = {"long_needle": 2, "long_multikey": 2, "long_multivalue": 2}
 
 # -- templates (every fixed text a prompt can hold; _long_text's token table covers them) ----------
 NEEDLE_HEAD = ("Some special magic numbers are hidden in the text below. Read it carefully and remember "
@@ -158,12 +164,13 @@ def _values(rng: random.Random, count: int, digits: int) -> list[int]:
 # -- families: make(rng, target_tokens) -> {prompt, answer, metadata} --------------------------------
 
 def _around(rng: random.Random, asked: list[str], decoys: list[str]) -> list[str]:
-    """The inserts in haystack order: a decoy first and a decoy last, the asked needles and the
-    other decoys shuffled between them, so "the first (or last) number of the text" is never the
-    answer (nor are the first or last ``len(asked)`` numbers)."""
-    middle = asked + decoys[2:]
-    rng.shuffle(middle)
-    return [decoys[0], *middle, decoys[1]]
+    """The inserts in haystack order, all shuffled together: where the asked needles sit among the
+    numbers of their shape is uniform, so answering "the second number" (or any position) is right
+    only as often as a blind guess (issue 41: with a decoy always first and last, the needle was
+    always the 2nd or 3rd of four, and picking by position was right half the time)."""
+    order = asked + decoys
+    rng.shuffle(order)
+    return order
 
 
 def _placed(rng: random.Random, target: int, head: str, ask: str, inserts: list[str],
@@ -317,6 +324,7 @@ FAMILIES: dict[str, tuple[Callable[[random.Random, int], dict], str]] = {
 def samples_for(domain: str, family: str, bucket: str) -> Callable[[str, int, int], Iterator[dict]]:
     make = FAMILIES[family][0]
     target = BUCKETS[bucket] - RESERVE_TOKENS
+    version = ITEM_VERSIONS.get(family, 1)
 
     def samples(split: str, n: int, seed: int) -> Iterator[dict]:
         if split not in ("train", "eval"):
@@ -335,7 +343,7 @@ def samples_for(domain: str, family: str, bucket: str) -> Callable[[str, int, in
             item["metadata"].update({"family": family, "bucket": bucket, "context_tokens": BUCKETS[bucket],
                                      "prompt_tokens": tokens})
             produced += 1
-            yield {"id": item_id(domain, key), **item}
+            yield {"id": item_id(domain, key if version == 1 else f"{key}/v{version}"), **item}
     return samples
 
 

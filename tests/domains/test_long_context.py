@@ -246,8 +246,8 @@ def _prompt_hacks(row: dict) -> dict[str, str]:
         "prompt echo with an answer line": f"{prompt}\nAnswer: {', '.join(numbers)}",
         "every 7-digit number": "Answer: " + ", ".join(numbers),
         "the asked key with every value": " ".join(f"The special magic number for {asked} is {n}." for n in numbers),
-        "the first numbers": "Answer: " + ", ".join(numbers[:wanted]),
-        "the last numbers": "Answer: " + ", ".join(numbers[-wanted:]),
+        # (the first or last `wanted` numbers are a guess now, right as often as chance: see below)
+        "the numbers but the first": "Answer: " + ", ".join(numbers[1:]),
     }
 
 
@@ -271,3 +271,71 @@ def test_dumping_or_spraying_the_context_scores_zero_and_the_answer_one(registry
             assert domain.safe_score(f"Answer: {row['answer']}", row) == 1.0  # the control
             for kind, hack in _prompt_hacks(row).items():
                 assert domain.safe_score(hack, row) == 0.0, (domain.name, kind)
+
+
+# -- the asked needle's position among the numbers of its shape is uniform (issue 41) -------------------
+
+POSITION_ITEMS = 400
+CHI2_DF3_P001 = 16.27  # chi-square critical value, 3 degrees of freedom, p = 0.001
+
+
+def _numbers_in_order(row: dict) -> list[str]:
+    return list(dict.fromkeys(_SEVEN.findall(row["prompt"])))
+
+
+@pytest.mark.parametrize("family", ("long_needle", "long_multikey"))
+def test_the_asked_number_sits_anywhere_among_the_four(registry, family):
+    domain = registry.get(f"{family}_1k")
+    rows = domain.generate("eval", POSITION_ITEMS, 0)
+    counts = [0, 0, 0, 0]
+    wins = [0, 0, 0, 0]  # "answer the number at this position" for every item
+    for row in rows:
+        numbers = _numbers_in_order(row)
+        assert len(numbers) == 4
+        counts[numbers.index(str(row["metadata"]["values"][0]))] += 1
+        for position, number in enumerate(numbers):
+            wins[position] += domain.safe_score(f"Answer: {number}", row) == 1.0
+    expected = len(rows) / 4
+    chi2 = sum((c - expected) ** 2 / expected for c in counts)
+    assert chi2 < CHI2_DF3_P001, (counts, chi2)
+    # picking by position wins what a blind guess wins: a quarter (+- 3 standard deviations)
+    for position, won in enumerate(wins):
+        assert 0.18 <= won / len(rows) <= 0.32, (position + 1, won, len(rows))
+
+
+def test_no_run_of_positions_finds_all_the_multivalue_numbers(registry):
+    domain = registry.get("long_multivalue_1k")
+    rows = domain.generate("eval", POSITION_ITEMS, 0)
+    held = [0] * 7
+    wins = [0] * 4  # "answer the 4 numbers starting at this position"
+    for row in rows:
+        numbers = _numbers_in_order(row)
+        values = {str(v) for v in row["metadata"]["values"]}
+        assert len(numbers) == 7 and len(values) == 4
+        for position, number in enumerate(numbers):
+            held[position] += number in values
+        for start in range(4):
+            wins[start] += domain.safe_score("Answer: " + ", ".join(numbers[start:start + 4]), row) == 1.0
+    # every position holds an asked number 4 times in 7, the first and the last too
+    for position, count in enumerate(held):
+        assert 0.47 <= count / len(rows) <= 0.67, (position + 1, count)
+    # a block of 4 is the asked set 1 time in 35 (~2.9%); framed by decoys, the middle one was right ~17%
+    for start, won in enumerate(wins):
+        assert won / len(rows) <= 0.07, (start + 1, won)
+
+
+
+def test_an_item_whose_text_changed_gets_a_new_id(registry):
+    """Sweeps and pass rates are cached by item id: the needle families' v2 text (uniform order)
+    must not inherit v1's ids; a family whose text did not change keeps them."""
+    from domains.builtin._common import item_id, seeded_rng, split_of
+
+    for family in ("long_needle", "long_multikey", "long_multivalue", "long_filing"):
+        name = f"{family}_1k"
+        draws = seeded_rng(name, "draws", 0)
+        key = next(k for k in iter(lambda: f"{name}:{draws.getrandbits(48):012x}", None)
+                   if split_of(k, long_context.EVAL_SHARE) == "eval")
+        version = long_context.ITEM_VERSIONS.get(family, 1)
+        expected = item_id(name, key if version == 1 else f"{key}/v{version}")
+        assert registry.get(name).generate("eval", 1, 0)[0]["id"] == expected
+        assert (expected != item_id(name, key)) == (family != "long_filing")
