@@ -20,20 +20,17 @@ Pure functions on plain data (no training code): the regression report, the prom
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 import polars as pl
 
+from generation.contract import gen_identity  # noqa: F401 (defined below training and evaluation, named here as before)
+
 # the order fields are named in a difference (the rest follow alphabetically)
 FIELD_ORDER = ("prompt_format", "max_new_tokens", "temperature", "top_p", "top_k", "stop")
 
 
-def gen_identity(params: dict[str, Any]) -> tuple[str, str]:
-    """``(gen_config, gen_params)``: a 16-hex hash and the canonical JSON of ``params``."""
-    text = json.dumps(params, sort_keys=True, default=list)
-    return hashlib.sha256(text.encode()).hexdigest()[:16], text
 
 
 def _params(text: str | None) -> dict | None:

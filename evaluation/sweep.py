@@ -13,7 +13,8 @@ re-run never loads it) and serves every domain. Per domain:
    raising K adds samples to the cached ones, and changing ``max_new_tokens``, the temperature or
    the chat template starts afresh. Comparisons use ``gen_params`` to compare like with like
    (:mod:`evaluation.comparability`);
-3. generation in batches of ``batch_items`` items; each batch is scored in one
+3. generation in batches of ``batch_items`` items (:mod:`generation.item_scoring`, the code path the
+   trainer's in-loop validation shares); each batch is scored in one
    ``Domain.safe_score_many`` call (the code domain runs the batch in a sandbox pool; a scorer
    that fails raises, naming the item, and nothing is scored 0) and becomes its own lake partition
    ``results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet``;
@@ -79,14 +80,14 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import polars as pl
 
-from evaluation.comparability import gen_identity
 from evaluation.regression import json_safe
+from generation.item_scoring import (CLUSTER_KEYS, ItemScoringError, cluster_of, episode_format,  # noqa: F401
+                                     generation_config, run_episode_samples, sample_seed)
 from evaluation.sweep_config import SweepConfig  # defined apart so `assay sweep --help` needs no numpy/polars
 from domains.base import PASS_SCORE  # a sample passes when it earns full credit; evaluation.sweep.PASS_SCORE stays importable
 from storage.lake import Lake
 from storage.tables import RESULTS, SWEEP_SUMMARY, conform
 
-CLUSTER_KEYS = ("cluster_id", "template")
 MAX_HELD_ROWS = 200_000  # results rows a sweep holds at most before committing them, whatever the time
 
 
@@ -177,14 +178,6 @@ def summarize(rows: pl.DataFrame, *, k: int | None = None) -> dict:
 
 # -- the sweep -----------------------------------------------------------------------------------
 
-def cluster_of(item: dict) -> str | None:
-    metadata = item.get("metadata") or {}
-    for key in CLUSTER_KEYS:
-        if metadata.get(key) not in (None, ""):
-            return str(metadata[key])
-    return None
-
-
 def cached_rows(lake: Lake, checkpoint: str, domain: str, gen_config: str) -> pl.DataFrame:
     return _cached_of(lake.read("results", where={"checkpoint": checkpoint, "domain": domain}), domain, gen_config)
 
@@ -240,16 +233,6 @@ class _Unit:
 
 
 EngineFactory = Callable[[], Any]
-
-
-def generation_config(params, prompt_format: str, rope_scaling: str | None = None) -> tuple[str, str]:
-    """``(gen_config, gen_params)`` of a sweep: the sampling parameters that shape every sample
-    (not ``n``, which batching chooses, nor the seed) and the prompt format, hashed and as JSON.
-    A RoPE scaling (:mod:`generation.rope`) changes what the model computes, so it is part of the key
-    when set (unset, the key is what it always was)."""
-    from generation.contract import gen_params_of  # one definition of the fields: the trainer reads them back
-
-    return gen_identity(gen_params_of(params, prompt_format, rope_scaling))
 
 
 def check_prompt_format(engine, prompt_format: str) -> None:
@@ -368,96 +351,26 @@ def engine_identity(engine) -> str:
     return getattr(engine, "identity", None) or getattr(engine, "name", type(engine).__name__)
 
 
-def sample_seed(seed: int, domain: str, item_id: str, sample_idx: int, gen_config: str) -> int:
-    """The seed of one sample: a stable hash of what the sample *is*, not of where or when it ran.
-    The same for every checkpoint (common random numbers, see the module docstring)."""
-    from generation.contract import derive_seed
-
-    return derive_seed("assay.sweep", seed, domain, item_id, sample_idx, gen_config)
-
-
-def episode_format(domain, prompt_format: str) -> str:
-    """The prompt format a domain's samples are generated under: a terminal domain's episodes add
-    the agent protocol (:data:`generation.agent_loop.PROTOCOL`), so changing it is another cache key."""
-    if getattr(domain, "episode_task", None) is None:
-        return prompt_format
-    from generation.agent_loop import PROTOCOL
-
-    return f"{prompt_format}+{PROTOCOL}"
-
-
-def run_episode_samples(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
-                        gen_config: str, seed: int) -> pl.DataFrame:
-    """A terminal domain's samples: each one a multi-turn episode of the policy (each turn at most
-    ``params.max_new_tokens``), scored by the task's hidden tests on the host; ``completion`` holds
-    the episode's transcript as JSON (every turn: assistant text, command, output, exit code, timing)."""
-    import json
-
-    from generation.agent_loop import run_episodes
-
-    plan = [(item, s) for item, missing in chunk for s in missing]
-    tasks = [domain.episode_task(item) for item, _ in plan]
-    seeds = [sample_seed(seed, domain.name, item["id"], s, gen_config) for item, s in plan]
-    episodes = run_episodes(engine, tasks, params, episode_seeds=seeds)
-    now = datetime.now(timezone.utc).isoformat()
-    rows = [{"checkpoint": checkpoint, "domain": domain.name, "item_id": item["id"], "sample_idx": s,
-             "score": episode.reward,
-             "completion": json.dumps({"end": episode.end, "passed": episode.passed, "turns": episode.transcript(),
-                                       "tests": episode.test_output[-2000:]}, ensure_ascii=False),
-             "latency_s": float(episode.seconds), "tokens": int(episode.tokens), "cluster_id": cluster_of(item),
-             "gen_config": gen_config, "created_at": now}
-            for (item, s), episode in zip(plan, episodes)]
-    return pl.DataFrame(rows, schema=RESULTS)
-
-
 def generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], params, checkpoint: str,
                        gen_config: str, seed: int) -> pl.DataFrame:
-    """Generate the missing samples of ``chunk`` (grouped by how many each item misses, so each
-    engine call shares one prefill per item) and score them in one ``Domain.safe_score_many`` call.
-    ``seed``: the sweep's base seed. A terminal domain's samples are episodes (:func:`run_episode_samples`)."""
-    from dataclasses import replace
+    """:func:`generation.item_scoring.generate_and_score` (the code path in-loop validation shares),
+    its failures raised as :class:`SweepError`."""
+    from generation.item_scoring import generate_and_score as shared
 
-    if getattr(domain, "episode_task", None) is not None:
-        return run_episode_samples(engine, domain, chunk, params, checkpoint, gen_config, seed)
-
-    groups: dict[int, list[tuple[dict, list[int]]]] = {}
-    for item, missing in chunk:
-        groups.setdefault(len(missing), []).append((item, missing))
-    generated = []  # (item, sample_idx, generation)
-    for n, group in groups.items():
-        batch_params = replace(params, n=n)
-        prompts = [engine.format_prompt(item["prompt"]) for item, _ in group]
-        seeds = None
-        if params.temperature > 0:
-            seeds = [[sample_seed(seed, domain.name, item["id"], s, gen_config) for s in missing]
-                     for item, missing in group]
-        outputs = engine.generate(prompts, batch_params, seeds=seeds)
-        for (item, missing), generations in zip(group, outputs):
-            if len(generations) != n:
-                raise SweepError(f"engine returned {len(generations)} completions for item {item['id']!r}, expected {n}")
-            generated.extend((item, sample_idx, gen) for sample_idx, gen in zip(missing, generations))
-    scores = _score_batch(domain, [gen.text for _, _, gen in generated], [item for item, _, _ in generated])
-    now = datetime.now(timezone.utc).isoformat()
-    rows = [{"checkpoint": checkpoint, "domain": domain.name, "item_id": item["id"], "sample_idx": sample_idx,
-             "score": score, "completion": gen.text, "latency_s": float(gen.latency_s),
-             "tokens": int(gen.completion_tokens), "cluster_id": cluster_of(item), "gen_config": gen_config,
-             "created_at": now}
-            for (item, sample_idx, gen), score in zip(generated, scores)]
-    return pl.DataFrame(rows, schema=RESULTS)
+    try:
+        return shared(engine, domain, chunk, params, checkpoint, gen_config, seed)
+    except ItemScoringError as exc:
+        raise SweepError(str(exc)) from exc
 
 
 def _score_batch(domain, completions: list[str], items: list[dict]) -> list[float]:
-    """One batch of a domain, scored in one call; a failure is re-raised naming the domain and
-    the item (the batch's items when the domain's ``score_many`` cannot say which): never a 0."""
-    from domains import ScoringError
+    """:func:`generation.item_scoring.score_batch`, its failures raised as :class:`SweepError`."""
+    from generation.item_scoring import score_batch
 
     try:
-        return domain.safe_score_many(completions, items)
-    except Exception as exc:
-        ids = sorted(set(exc.sample_ids if isinstance(exc, ScoringError) else [item["id"] for item in items]), key=str)
-        where = f"item {ids[0]!r}" if len(ids) == 1 else f"one of items {', '.join(map(repr, ids))}"
-        cause = exc.__cause__ if isinstance(exc, ScoringError) and exc.__cause__ is not None else exc
-        raise SweepError(f"domain {domain.name!r} scorer failed on {where}: {type(cause).__name__}: {cause}") from exc
+        return score_batch(domain, completions, items)
+    except ItemScoringError as exc:
+        raise SweepError(str(exc)) from exc
 
 
 def rescore_cached(lake: Lake, checkpoint: str, domains: Sequence, log: Callable[[str], None] | None = None) -> dict:

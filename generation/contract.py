@@ -124,3 +124,10 @@ def gen_params_of(params, prompt_format: str, rope_scaling: str | None = None) -
     if rope_scaling:
         fields["rope_scaling"] = rope_scaling
     return fields
+
+
+def gen_identity(params: dict) -> tuple[str, str]:
+    """``(gen_config, gen_params)``: a 16-hex hash and the canonical JSON of a generation config's
+    fields (:func:`gen_params_of`): the key sweeps cache samples under and comparisons match on."""
+    text = json.dumps(params, sort_keys=True, default=list)
+    return hashlib.sha256(text.encode()).hexdigest()[:16], text
