@@ -29,11 +29,17 @@ TrainConfig = dagster_config(TrainRequest, name="TrainConfig")
 
 
 def _history_table(history: list[dict]) -> str:
-    """Each domain's last logged step."""
-    last = {row["domain"]: row for row in history}
-    rows = [{"domain": domain, "step": row["step"], "reward": f"{row['reward_mean']:.3f}",
-             "kl": "n/a" if row["kl"] is None else f"{row['kl']:.4f}"} for domain, row in sorted(last.items())]
-    return markdown_table(rows, ["domain", "step", "reward", "kl"], width=None)
+    """Each domain's last trained step (reward, KL) and last validation score."""
+    last = {row["domain"]: row for row in history if row.get("reward_mean") is not None}
+    validated = {row["domain"]: row for row in history if row.get("val_score") is not None}
+    rows = [{"domain": domain,
+             "step": last[domain]["step"] if domain in last else "",
+             "reward": f"{last[domain]['reward_mean']:.3f}" if domain in last else "(not trained)",
+             "kl": "n/a" if domain not in last or last[domain]["kl"] is None else f"{last[domain]['kl']:.4f}",
+             "validation": (f"{validated[domain]['val_score']:.3f} (step {validated[domain]['step']})"
+                            if domain in validated else "")}
+            for domain in sorted({*last, *validated})]
+    return markdown_table(rows, ["domain", "step", "reward", "kl", "validation"], width=None)
 
 
 @dg.asset(
@@ -53,13 +59,14 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
         result = train_in_subprocess(lake.lake().home, recipe, domains=config.domains, steps=config.steps,
                                      seed=config.seed, nproc=config.nproc, backend=config.backend,
                                      threads_per_process=config.threads_per_process, log=context.log.info,
-                                     reward_hacking=config.reward_hacking)
+                                     reward_hacking=config.reward_hacking, forgetting=config.forgetting)
     except TrainingProcessError as exc:
         raise dg.Failure(exc.reason, metadata={
             "stderr_tail": dg.MetadataValue.md("```\n" + "\n".join(exc.tail) + "\n```")}) from None
     checkpoint = result["checkpoint"]
     context.instance.add_dynamic_partitions(checkpoint_partitions.name, [checkpoint])
-    final = {row["domain"]: row["reward_mean"] for row in result["history"]}
+    final = {row["domain"]: row["reward_mean"] for row in result["history"] if row.get("reward_mean") is not None}
+    validation = result.get("validation") or {}
     return dg.MaterializeResult(metadata={
         "checkpoint": checkpoint,
         "checkpoint_path": dg.MetadataValue.path(result["checkpoint_path"]),
@@ -75,8 +82,13 @@ def policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, la
         "final_reward": dg.MetadataValue.json(final),
         "history": dg.MetadataValue.md(_history_table(result["history"])),
         "seconds": result["seconds"],
-        # reward_hacking: stop ended the run before its steps: why, with the watch's evidence
+        # a stop (reward_hacking or validation.forgetting: stop) ended the run before its steps: why, with evidence
         **({"stopped": dg.MetadataValue.json(result["stopped"])} if result.get("stopped") else {}),
+        # the latest in-loop validation per domain (training.validation) and the forgetting flags with evidence
+        **({"validation": dg.MetadataValue.json(validation),
+            "forgetting": dg.MetadataValue.json({"flagged": validation.get("flagged", {}),
+                                                 "flagged_during_run": validation.get("flagged_ever", [])})}
+           if validation else {}),
         **({"pass_rates": dg.MetadataValue.json(pass_rates)} if pass_rates else {}),
     })
 

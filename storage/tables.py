@@ -81,7 +81,16 @@ CHECKPOINTS = {
 # model's mean (sigmoid) reward and the verifier's mean score, the gold signal, on the same rollouts;
 # reward_hacking: the proxy over-optimisation watch (training.overoptimisation) at that step, 1.0
 # fired (learned rising, verifier falling over the trailing window), 0.0 judged and did not; all
-# three null for other domains, before a full window (reward_hacking) and in runs written before
+# three null for other domains, before a full window (reward_hacking) and in runs written before.
+# In-loop validation (training.validation), at the steps it ran (step 0: the starting policy; a
+# validated domain not drawn at that step, or only watched, has a row with these columns alone):
+# val_score: the greedy mean score on the domain's held-out validation items; val_delta: its change
+# since step 0 on the same items; val_p: the one-sided paired test's p of "below step 0" (exact
+# McNemar for binary scores); val_q: its Benjamini-Hochberg q across the validated domains of that
+# validation; val_n: the items; forgetting: 1.0 flagged (q <= validation.forgetting_q and a drop), 0.0
+# tested and not (val_delta/p/q/forgetting null at step 0). validation_s / remeasure_s ("_all" rows):
+# seconds of the validation after this step (step 1's includes step 0's) and of the pass-rate re-measure
+# it triggered. All null at steps without a validation and in runs written before the columns existed.
 TRAINING_HISTORY = {
     "run_id": pl.Utf8, "step": pl.Int64, "domain": pl.Utf8, "reward_mean": pl.Float64,
     "reward_std": pl.Float64, "accuracy": pl.Float64, "kl": pl.Float64, "loss": pl.Float64,
@@ -89,7 +98,9 @@ TRAINING_HISTORY = {
     "tokens_per_s": pl.Float64, "created_at": pl.Utf8, "generation_s": pl.Float64, "sync_s": pl.Float64,
     "step_s": pl.Float64, "multi_answer_share": pl.Float64, "prompt_copy_share": pl.Float64,
     "prompt_copy_reward": pl.Float64, "learned_mean": pl.Float64, "score_mean": pl.Float64,
-    "reward_hacking": pl.Float64,
+    "reward_hacking": pl.Float64, "val_score": pl.Float64, "val_delta": pl.Float64, "val_p": pl.Float64,
+    "val_q": pl.Float64, "val_n": pl.Float64, "forgetting": pl.Float64, "validation_s": pl.Float64,
+    "remeasure_s": pl.Float64,
 }
 
 # results/checkpoint=<c>/domain=<d>/batch=<b>/part.parquet  -- one row per scored sample

@@ -36,6 +36,9 @@ REWARD_COMPONENTS = ("score", "format", "length")
 # what the trainer does when a domain's learned reward rises while its verifier falls
 # (training.overoptimisation.REWARD_HACKING_MODES)
 RewardHackingMode = Literal["warn", "stop"]
+# what the trainer does when a validated domain falls significantly below its step-0 score
+# (training.forgetting.FORGETTING_MODES)
+ForgettingMode = Literal["warn", "stop", "reweight"]
 
 
 class RecipeError(UserError, ValueError):
@@ -123,9 +126,20 @@ class MixtureConfig(_Strict):
     explore_weight: float = Field(
         0.01, ge=0, le=0.25, description="sampling weight of items estimated always or never passed (p(1-p) "
                                          "below it), so they are re-tried as the policy changes; 0: never")
+    retire_solved: bool = Field(
+        False, description="learnability sampling: items whose estimated pass rate reaches solved_pass_rate leave the "
+                           "sampling pool (counted per domain in the log and MLflow solved/<domain>, not deleted: a "
+                           "re-measure that finds them failing again brings them back); false: they stay at "
+                           "explore_weight")
+    solved_pass_rate: float = Field(
+        0.95, gt=0.5, le=1, description="the estimated pass rate from which retire_solved counts an item as one the "
+                                        "policy always solves")
 
     @model_validator(mode="after")
     def _weights_given(self):
+        if self.retire_solved and not (self.items == "learnability" or self.strategy == "learnability"):
+            raise ValueError("mixture.retire_solved needs per-item pass rates: set mixture.items: learnability (or "
+                             "mixture.strategy: learnability), or drop retire_solved")
         if self.strategy == "weights" and not self.weights:
             raise ValueError("mixture.strategy 'weights' needs mixture.weights, e.g. {math_arith: 2, gsm: 1}")
         if any(w < 0 for w in self.weights.values()):
@@ -150,6 +164,66 @@ class DeepSpeedSection(_Strict):
                              "DeepSpeed refuses it on CPU): use bf16 (GPUs with compute capability 8.0+, and CPUs) "
                              "or fp32")
         return value
+
+
+class ValidationConfig(_Strict):
+    """In-loop validation (:mod:`training.validation`): held-out eval items of every trained and watched
+    domain, answered greedily by the policy every ``eval_every`` steps, each domain tested against step 0."""
+
+    eval_every: int | None = Field(
+        None, ge=0, description="validate every N steps, and at step 0 and the last step; unset: about a tenth of "
+                                "max_steps (ceil(max_steps / 10)); 0: no in-loop validation")
+    items: int = Field(
+        50, ge=2, description="held-out items per validated domain: the first N of its eval split, the items a sweep "
+                              "with --limit N scores (fewer when the eval split is smaller)")
+    max_new_tokens: int | None = Field(
+        None, ge=1, description="greedy completion length of a validation answer; unset: the run's "
+                                "max_completion_length")
+    watch: list[str] | None = Field(
+        None, description="domains validated besides the trained ones (forgetting is watched on every validated "
+                          "domain); unset: the registry's protected domains; []: only the trained ones")
+    forgetting: ForgettingMode = Field(
+        "warn", description="what a forgetting flag does (a validated domain significantly below its step-0 score: "
+                            "one-sided paired test per domain, BH across them): warn = flag it in the log, MLflow, the "
+                            "checkpoint and the dashboard and train on; stop = flag it and end the run after saving "
+                            "that step's checkpoint; reweight = flag it and raise the domain's mixture share "
+                            "(x reweight_factor per validation it stays flagged, at most reweight_max) until it recovers")
+    forgetting_q: float = Field(
+        0.05, gt=0, lt=1, description="the Benjamini-Hochberg level across the validated domains a drop must clear "
+                                      "to flag forgetting")
+    forgetting_margin: float = Field(
+        0.0, ge=0, lt=1, description="a drop must exceed this (score units, 0.01 = one point) to count: H0 is 'no "
+                                     "worse than step 0 by more than the margin'")
+    reweight_factor: float = Field(
+        2.0, gt=1, description="forgetting: reweight multiplies a flagged trained domain's mixture weight by this at "
+                               "each validation it stays flagged")
+    reweight_max: float = Field(
+        4.0, gt=1, description="the largest multiple of its own mixture weight a reweighted domain reaches")
+    replateau_steps: int = Field(
+        0, ge=0, description="learnability sampling: when a trained domain's validation has set no new best for this "
+                             "many steps, its train items' pass rates are measured again on the current policy "
+                             "(mixture.pass_rate_samples samples each, the rollouts' sampling) and the log says "
+                             "what moved; 0: never")
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        if self.reweight_max < self.reweight_factor:
+            raise ValueError(f"validation.reweight_max ({self.reweight_max}) must be >= validation.reweight_factor "
+                             f"({self.reweight_factor}): the bound cannot be below one step of the boost")
+        if self.watch is not None and len(set(self.watch)) != len(self.watch):
+            raise ValueError(f"validation.watch lists a domain twice: {self.watch}; list each once")
+        return self
+
+    def every(self, max_steps: int) -> int:
+        """Steps between validations (0: none): ``eval_every``, else about a tenth of the run."""
+        if self.eval_every is not None:
+            return self.eval_every
+        return max(1, -(-max_steps // 10))
+
+    def changes_trajectory(self) -> bool:
+        """Whether validation feeds back into training (reweighting, re-measured pass rates): then it is
+        part of the run's identity."""
+        return self.forgetting == "reweight" or self.replateau_steps > 0
 
 
 class RolloutVllmSettings(VllmSettings):
@@ -260,6 +334,10 @@ class GRPOConfig(_Strict):
     reward_hacking_min_change: float = Field(
         0.05, description="how much (reward units, 0-1) the learned reward must rise and the verifier fall over the "
                           "window for the watch to fire (besides both slopes clearing their noise, |t| >= 2)")
+    validation: ValidationConfig = Field(
+        default_factory=ValidationConfig,
+        description="in-loop validation: held-out items of the trained and watched domains every eval_every steps, "
+                    "tested against step 0 (forgetting: warn | stop | reweight); see training.validation")
 
     @field_validator("rope_scaling")
     @classmethod
@@ -335,6 +413,16 @@ class GRPOConfig(_Strict):
                 raise ValueError(f"{scope}: reward weight 'format' needs a format_pattern")
             if weights.get("length") and not (section.length_target or self.rewards.length_target):
                 raise ValueError(f"{scope}: reward weight 'length' needs a length_target")
+        learnability = self.mixture.items == "learnability" or self.mixture.strategy == "learnability"
+        if self.validation.replateau_steps and not learnability:
+            raise ValueError("validation.replateau_steps re-measures per-item pass rates, which only learnability "
+                             "sampling keeps: set mixture.items: learnability (or mixture.strategy: learnability), or "
+                             "validation.replateau_steps: 0")
+        if self.validation.every(self.max_steps) == 0 and (self.validation.replateau_steps
+                                                            or self.validation.forgetting != "warn"):
+            raise ValueError(f"validation.eval_every is 0 (no in-loop validation), so validation.forgetting "
+                             f"{self.validation.forgetting!r} and replateau_steps have nothing to act on: set "
+                             "validation.eval_every (or leave it unset: a tenth of the run)")
         return self
 
     # -- derived ---------------------------------------------------------------------------------
@@ -345,10 +433,14 @@ class GRPOConfig(_Strict):
         continues it from where it stopped. Not ``device``: where a run computes is not what it
         trains (a run started on a CPU resumes on a GPU). Not ``rollout.vllm`` (memory and
         compilation: speed, not what is sampled). Not the reward-hacking watch (``reward_hacking*``): it
-        watches the trajectory and, with ``stop``, ends it early, as a smaller ``max_steps`` would. The ``rollout`` section (and the learnability
+        watches the trajectory and, with ``stop``, ends it early, as a smaller ``max_steps`` would. Nor the
+        ``validation`` section, for the same reason, unless it feeds back into training (``forgetting:
+        reweight``, ``replateau_steps``). The ``rollout`` section (and the learnability
         fields of ``mixture``) only where it differs from the default, so the runs of recipes written before it existed keep their names and resume."""
         data = self.model_dump(exclude={"run_name", "max_steps", "device", "reward_hacking", "reward_hacking_window",
-                                        "reward_hacking_min_change"})
+                                        "reward_hacking_min_change", "validation"})
+        if self.validation.changes_trajectory():  # it reweights the mixture or re-measures pass rates
+            data["validation"] = self.validation.model_dump()
         rollout = data.pop("rollout")
         for key in ("vllm", "server_url", "sync_dir"):  # where rollouts are computed, not what they are
             rollout.pop(key)
@@ -356,7 +448,7 @@ class GRPOConfig(_Strict):
         if rollout != default:
             data["rollout"] = rollout
         for key in ("items", "pass_rate_samples", "pass_rate_updates", "pass_rate_decay",
-                    "explore_weight"):  # added later: only where not the default, as rollout
+                    "explore_weight", "retire_solved", "solved_pass_rate"):  # added later: only where not the default
             if data["mixture"][key] == MixtureConfig.model_fields[key].default:
                 data["mixture"].pop(key)
         for key in ("max_episode_turns", "max_episode_tokens", "rope_scaling"):  # added later, as above
@@ -400,6 +492,10 @@ class TrainRequest(BaseModel):
         "", description="the recipe's reward_hacking (empty: the recipe's own): domains with a learned reward, when "
                         "the reward model's mean rises while the verifier's falls, warn flags it and trains on, stop "
                         "flags it and ends the run after saving that step's checkpoint")
+    forgetting: Literal["", "warn", "stop", "reweight"] = Field(
+        "", description="the recipe's validation.forgetting (empty: the recipe's own): when a validated domain falls "
+                        "significantly below its step-0 score, warn flags it and trains on, stop flags it and ends the "
+                        "run after saving that step's checkpoint, reweight raises its mixture share until it recovers")
     nproc: int = Field(1, description="processes (ranks); more than one runs under torchrun with gloo on CPU")
     threads_per_process: int = Field(2, description="OMP_NUM_THREADS for each rank (without it CPU training runs "
                                                     "10-50x slower)")

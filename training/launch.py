@@ -45,12 +45,12 @@ def torchrun_executable() -> str:
 
 def run_grpo_args(recipe: str, output: str | None = None, *, domains: Sequence[str] = (), steps: int | None = None,
                   seed: int | None = None, run_name: str | None = None, require_train_set: bool = True,
-                  backend: str = "", reward_hacking: str = "") -> list[str]:
+                  backend: str = "", reward_hacking: str = "", forgetting: str = "") -> list[str]:
     """The arguments of ``training.run_grpo`` (after ``-m training.run_grpo``), whatever launches it:
     one process, torchrun on one machine (:func:`training_command`) or on several
     (:mod:`training.multinode`). ``output``: where rank 0 writes the result JSON (None: stdout only);
-    ``backend``: the rollout engine, empty for the recipe's; ``reward_hacking``: warn | stop, empty for
-    the recipe's."""
+    ``backend``: the rollout engine, empty for the recipe's; ``reward_hacking``: warn | stop, and
+    ``forgetting`` (``validation.forgetting``): warn | stop | reweight, empty for the recipe's."""
     args = ["--recipe", recipe]
     if require_train_set:
         args.append("--require-train-set")
@@ -68,16 +68,20 @@ def run_grpo_args(recipe: str, output: str | None = None, *, domains: Sequence[s
         args += ["--set", f"rollout.backend={backend}"]
     if reward_hacking:
         args += ["--set", f"reward_hacking={reward_hacking}"]
+    if forgetting:
+        args += ["--set", f"validation.forgetting={forgetting}"]
     return args
 
 
 def training_command(recipe: str, output: str, *, domains: Sequence[str] = (), steps: int | None = None,
                      seed: int | None = None, nproc: int = 1, require_train_set: bool = True,
-                     backend: str = "", run_name: str | None = None, reward_hacking: str = "") -> list[str]:
+                     backend: str = "", run_name: str | None = None, reward_hacking: str = "",
+                     forgetting: str = "") -> list[str]:
     """The command line that trains ``recipe`` on this machine and writes its result JSON to
     ``output``: one process, or ``torchrun --standalone`` with ``nproc`` ranks."""
     args = run_grpo_args(recipe, output, domains=domains, steps=steps, seed=seed, run_name=run_name,
-                         require_train_set=require_train_set, backend=backend, reward_hacking=reward_hacking)
+                         require_train_set=require_train_set, backend=backend, reward_hacking=reward_hacking,
+                         forgetting=forgetting)
     if nproc > 1:
         return [torchrun_executable(), "--standalone", "--nproc_per_node", str(nproc), *RUN_GRPO, *args]
     return [sys.executable, *RUN_GRPO, *args]
@@ -122,12 +126,12 @@ def run_training_process(command: Sequence[str], env: dict[str, str], output: st
 def train_in_subprocess(home: str | os.PathLike, recipe: str, *, domains: Sequence[str] = (),
                         steps: int | None = None, seed: int | None = None, nproc: int = 1, backend: str = "",
                         threads_per_process: int = 2, log: Callable[[str], None] = lambda line: None,
-                        reward_hacking: str = "") -> dict:
+                        reward_hacking: str = "", forgetting: str = "") -> dict:
     """Train in a child process on ASSAY_HOME ``home`` (gated train sets required) and return
     its result (``training.trainer.TrainResult`` as JSON). Raises :class:`TrainingProcessError`."""
     with tempfile.TemporaryDirectory() as tmp:
         output = str(Path(tmp) / "result.json")
         command = training_command(recipe, output, domains=domains, steps=steps, seed=seed, nproc=nproc,
-                                   backend=backend, reward_hacking=reward_hacking)
+                                   backend=backend, reward_hacking=reward_hacking, forgetting=forgetting)
         log(f"training: {' '.join(command)}")
         return run_training_process(command, training_env(home, threads_per_process), output, log=log)

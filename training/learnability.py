@@ -94,9 +94,10 @@ class ItemPassRates:
 
     def tracker(self, rows: dict[str, list[dict]], mixture) -> "PassRateTracker":
         """The estimates a run starts from, aligned with ``rows[domain]``; ``mixture``: its
-        :class:`training.config.MixtureConfig` (decay, floor)."""
+        :class:`training.config.MixtureConfig` (decay, floor, retiring solved rows)."""
         return PassRateTracker({d: [self.rates[d][r["id"]] for r in domain_rows] for d, domain_rows in rows.items()},
-                               self.samples, decay=mixture.pass_rate_decay, floor=mixture.explore_weight)
+                               self.samples, decay=mixture.pass_rate_decay, floor=mixture.explore_weight,
+                               solved_at=mixture.solved_pass_rate if mixture.retire_solved else None)
 
     def fingerprint(self) -> str:
         text = json.dumps([self.checkpoint, self.samples, self.gen_params,
@@ -160,13 +161,18 @@ class PassRateTracker:
 
     Starts from the measured rate, worth ``samples`` observations; a rollout group of ``n`` samples
     with ``k`` passes updates it to ``(decay * passes + k, decay * fails + n - k)``. Decay 1 keeps every
-    observation (a stationary policy); below 1 the latest groups count most, as the policy moves."""
+    observation (a stationary policy); below 1 the latest groups count most, as the policy moves.
+    ``solved_at`` (``mixture.retire_solved``): an item estimated at or above it is solved, weighs 0 and
+    leaves the sampling pool (:class:`training.mixture.DomainMixture`) until :meth:`reset` measures it
+    failing again."""
 
-    def __init__(self, rates: dict[str, list[float]], samples: int, decay: float = 0.5, floor: float = 0.01):
+    def __init__(self, rates: dict[str, list[float]], samples: int, decay: float = 0.5, floor: float = 0.01,
+                 solved_at: float | None = None):
         if not 0.0 <= decay <= 1.0:
             raise ValueError(f"decay must be in [0, 1], got {decay!r}")
         self.decay = decay
         self.floor = floor
+        self.solved_at = solved_at
         self.passes = {d: [p * samples for p in ps] for d, ps in rates.items()}
         self.fails = {d: [(1.0 - p) * samples for p in ps] for d, ps in rates.items()}
 
@@ -174,13 +180,27 @@ class PassRateTracker:
         passes, fails = self.passes[domain][index], self.fails[domain][index]
         return passes / (passes + fails)
 
+    def solved(self, domain: str, index: int) -> bool:
+        """Whether the item is retired as one the policy always solves (``solved_at`` set and reached)."""
+        return self.solved_at is not None and self.rate(domain, index) >= self.solved_at
+
     def weight(self, domain: str, index: int) -> float:
-        """``p (1 - p)``, at least ``floor``: an item estimated solved or hopeless is still re-tried."""
+        """``p (1 - p)``, at least ``floor``: an item estimated solved or hopeless is still re-tried,
+        unless it is retired as solved (weight 0)."""
+        if self.solved(domain, index):
+            return 0.0
         return max(learnability(self.rate(domain, index)), self.floor)
 
     def learnable(self, domain: str, index: int) -> bool:
         """Whether the item is expected to teach more than an item the policy always or never passes."""
-        return learnability(self.rate(domain, index)) > self.floor
+        return not self.solved(domain, index) and learnability(self.rate(domain, index)) > self.floor
+
+    def reset(self, domain: str, index: int, passes: int, samples: int) -> None:
+        """A fresh measurement of the item (``passes`` of ``samples``) replaces its earlier evidence."""
+        if not 0 <= passes <= samples or samples <= 0:
+            raise ValueError(f"a measurement of {samples} samples cannot have {passes} passes")
+        self.passes[domain][index] = float(passes)
+        self.fails[domain][index] = float(samples - passes)
 
     def observe(self, domain: str, index: int, passes: int, samples: int) -> None:
         if not 0 <= passes <= samples or samples <= 0:
@@ -189,12 +209,15 @@ class PassRateTracker:
         self.fails[domain][index] = self.decay * self.fails[domain][index] + (samples - passes)
 
     def summary(self) -> dict[str, dict[str, float]]:
-        """Per domain: the mean estimated pass rate and the share of items still learnable."""
+        """Per domain: the mean estimated pass rate, the share of items still learnable and, when solved
+        items retire, how many are retired (``solved``)."""
         out = {}
         for domain, passes in self.passes.items():
             n = len(passes)
             out[domain] = {"est_pass_rate": sum(self.rate(domain, i) for i in range(n)) / n,
                            "learnable_share": sum(self.learnable(domain, i) for i in range(n)) / n}
+            if self.solved_at is not None:
+                out[domain]["solved"] = float(sum(self.solved(domain, i) for i in range(n)))
         return out
 
     def state_dict(self) -> dict:

@@ -15,6 +15,16 @@ rows at the frontier come round again soon and the solved or hopeless ones only 
 exploration rate. ``strategy: learnability`` weighs domains by their summed weights. The draw then
 depends on (seed, step, the estimates and the rows used this epoch): the trainer saves that state
 with each checkpoint (:meth:`DomainMixture.state_dict`) and a resumed run restores it.
+
+With ``mixture.retire_solved`` a row whose estimate reaches ``solved_pass_rate`` leaves the pool: it
+is never drawn (not even at the exploration weight) until a re-measure of its pass rate
+(:meth:`training.learnability.PassRateTracker.reset`, when the domain's validation plateaus) finds
+it failing again; the rows stay in the run, counted (``solved`` in the tracker's summary).
+
+Reweighting (``validation.forgetting: reweight``, :mod:`training.forgetting`): :meth:`DomainMixture.boost`
+multiplies domains' weights from a given step on; the schedule of boosts is part of the saved state,
+so a replay of earlier steps (the position of each domain in its epoch order) uses the weights in
+force at each step.
 """
 
 from __future__ import annotations
@@ -78,6 +88,8 @@ class DomainMixture:
                 raise ValueError(f"no row of {', '.join(dead)} can teach anything (every pass rate is 0 or 1)")
             self.tracker = pass_rates
         self._used: dict[str, set[int]] = {d: set() for d in rows}  # rows drawn this epoch (learnability)
+        # (first step, {domain: weight multiplier}) in force from that step on (validation.forgetting: reweight)
+        self._boosts: list[tuple[int, dict[str, float]]] = []
         self.probabilities = self._probabilities()
         self._orders: dict[tuple[str, int], list[int]] = {}
         self._counts_cache: dict[int, tuple[int, dict[str, int]]] = {}
@@ -85,8 +97,37 @@ class DomainMixture:
     def _probabilities(self) -> dict[str, float]:
         learnable = None
         if self.config.strategy == "learnability":
-            learnable = {d: sum(self.tracker.weight(d, i) for i in range(len(r))) for d, r in self.rows.items()}
+            # a domain whose rows are all retired as solved weighs (next to) nothing; all of them: uniform
+            learnable = {d: sum(self.tracker.weight(d, i) for i in range(len(r))) or 1e-12 for d, r in self.rows.items()}
         return mixture_probabilities({d: len(r) for d, r in self.rows.items()}, self.config, learnable)
+
+    def boost(self, from_step: int, multipliers: dict[str, float]) -> None:
+        """From draw ``from_step`` (0-based) on, weigh each domain of ``multipliers`` by that multiple of
+        its weight (the others keep theirs); an empty mapping ends every boost. Steps before are unchanged."""
+        current = self._boost_at(from_step)
+        if multipliers == current:
+            return
+        unknown = sorted(set(multipliers) - set(self.rows))
+        if unknown or any(not m > 0 for m in multipliers.values()):
+            raise ValueError(f"boosts must be > 0 and name domains of the mixture, got {multipliers}")
+        self._boosts = [b for b in self._boosts if b[0] < from_step] + [(from_step, dict(multipliers))]
+        self._counts_cache = {k: v for k, v in self._counts_cache.items() if v[0] <= from_step}
+
+    def _boost_at(self, step: int) -> dict[str, float]:
+        boosts: dict[str, float] = {}
+        for first, multipliers in self._boosts:
+            if first <= step:
+                boosts = multipliers
+        return boosts
+
+    def probabilities_at(self, step: int) -> dict[str, float]:
+        """p(domain) at draw ``step``: the mixture's, times the boosts in force then, normalised."""
+        boosts = self._boost_at(step)
+        if not boosts:
+            return self.probabilities
+        raw = {d: p * boosts.get(d, 1.0) for d, p in self.probabilities.items()}
+        total = sum(raw.values())
+        return {d: w / total for d, w in raw.items()}
 
     def _order(self, domain: str, epoch: int) -> list[int]:
         key = (domain, epoch)
@@ -109,8 +150,9 @@ class DomainMixture:
 
     def _domains_for(self, step: int, per_step: int) -> list[str]:
         rng = random.Random(f"{self.seed}:mix:{step}")
-        names = list(self.probabilities)
-        return rng.choices(names, weights=[self.probabilities[d] for d in names], k=per_step)
+        probabilities = self.probabilities_at(step)
+        names = list(probabilities)
+        return rng.choices(names, weights=[probabilities[d] for d in names], k=per_step)
 
     def draw(self, step: int, per_step: int) -> list[Pick]:
         """The prompts of ``step`` (0-based). Without learnability a pure function of (seed, step);
@@ -135,10 +177,12 @@ class DomainMixture:
         tracker, used, n = self.tracker, self._used[domain], len(self.rows[domain])
         if not any(tracker.learnable(domain, i) for i in range(n) if i not in used):
             used.clear()  # a new epoch: every row still expected to teach has had its turn
-        candidates = [i for i in range(n) if i not in used]
+        candidates = [i for i in range(n) if i not in used and not tracker.solved(domain, i)]
+        if not candidates:  # every row left is retired as solved: any row of the domain
+            candidates = [i for i in range(n) if i not in used] or list(range(n))
         weights = [tracker.weight(domain, i) for i in candidates]
         rng = random.Random(f"{self.seed}:item:{domain}:{step}:{slot}")
-        if sum(weights) <= 0:  # explore_weight 0 and nothing left to learn here: any row
+        if sum(weights) <= 0:  # explore_weight 0 and nothing left to learn here (or all solved): any row
             index = rng.choice(candidates)
         else:
             index = rng.choices(candidates, weights=weights)[0]
@@ -154,13 +198,22 @@ class DomainMixture:
             self.tracker.observe(pick.domain, pick.index, int(k), samples)
 
     def state_dict(self) -> dict | None:
-        """What the next draws depend on beyond (seed, step): None without learnability sampling."""
-        if self.tracker is None:
-            return None
-        return {"estimates": self.tracker.state_dict(), "used": {d: sorted(u) for d, u in self._used.items()}}
+        """What the next draws depend on beyond (seed, step): the pass-rate estimates and the rows used
+        this epoch (learnability sampling), the schedule of boosts (reweighting); None without either."""
+        state: dict = {}
+        if self.tracker is not None:
+            state = {"estimates": self.tracker.state_dict(), "used": {d: sorted(u) for d, u in self._used.items()}}
+        if self._boosts:
+            state["boosts"] = [[first, multipliers] for first, multipliers in self._boosts]
+        return state or None
 
     def load_state_dict(self, state: dict | None) -> None:
-        if self.tracker is None or state is None:
+        if state is None:
+            return
+        self._boosts = [(int(first), {d: float(m) for d, m in multipliers.items()})
+                        for first, multipliers in state.get("boosts", [])]
+        self._counts_cache = {}
+        if self.tracker is None or "estimates" not in state:
             return
         self.tracker.load_state_dict(state["estimates"])
         self._used = {d: set(state["used"].get(d, ())) for d in self.rows}

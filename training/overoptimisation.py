@@ -36,6 +36,16 @@ before the trailing window was full, then sat at zero while the learned reward s
 trailing window held a falling gold line; since the start it had clearly fallen. Either rule fires
 the verdict (``rule`` says which).
 
+The gold signal (item 3 of issue 42). When the run validates the domain in the loop
+(:mod:`training.validation`: the verifier on held-out items, answered greedily by the policy every
+``eval_every`` steps), the gold signal is that held-out validation score, not the verifier on the very
+rollouts the learned reward scored: a policy can learn to please the reward model on its own samples
+in ways the same-rollout verifier shares, and the held-out score is what the sweep will measure. Its
+points are the validations (step 0 aside): ``(step, mean learned reward over the steps since the
+previous validation, val_score)``, judged by the same two rules over a window of
+``max(MIN_WINDOW, ceil(window / eval_every))`` validations. Until that many validations exist (or
+without validation) the same-rollout verifier serves. The verdict says which (``gold_source``).
+
 Fewer than ``window`` recorded steps give no verdict (``None``), never a made-up number. A window
 is at least :data:`MIN_WINDOW` steps: with fewer a slope's standard error has under 2 degrees of
 freedom. The thresholds are a one-sided test at about the 5% level per slope for a window of 8
@@ -55,6 +65,9 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 MIN_WINDOW = 4
+# what a verdict compared the learned reward with (Verdict.gold_source)
+HELDOUT_GOLD = "held-out validation"
+SAME_ROLLOUT_GOLD = "verifier on the same rollouts"
 # what the trainer does when the watch fires (GRPOConfig.reward_hacking): warn = flag it (MLflow, log,
 # dashboard) and train on; stop = flag it and end the run after saving that step's checkpoint
 REWARD_HACKING_MODES = ("warn", "stop")
@@ -123,6 +136,7 @@ class Verdict:
     learned_shift: Shift | None = None
     gold_shift: Shift | None = None
     rule: str | None = None  # what fired: "trend" (the trailing window) or "since_start"; None if nothing
+    gold_source: str = SAME_ROLLOUT_GOLD  # HELDOUT_GOLD: the in-loop validation score (points: validations)
 
     def evidence(self) -> dict:
         """Plain data for an MLflow tag, the run state and the log."""
@@ -131,20 +145,21 @@ class Verdict:
                 "gold": self.gold.as_dict(),
                 "since_start": None if self.learned_shift is None else {
                     "learned": self.learned_shift.as_dict(), "gold": self.gold_shift.as_dict()},
-                "min_change": self.min_change, "t_min": self.t_min}
+                "min_change": self.min_change, "t_min": self.t_min, "gold_source": self.gold_source}
 
     def describe(self) -> str:
         what = f"proxy over-optimisation ({self.rule})" if self.fired else "no proxy over-optimisation"
-        text = (f"{self.domain}: {what} over steps {self.first_step}-{self.last_step} ({self.steps} steps): "
+        points = "validations" if self.gold_source == HELDOUT_GOLD else "steps"
+        text = (f"{self.domain}: {what} over steps {self.first_step}-{self.last_step} ({self.steps} {points}): "
                 f"learned reward {self.learned.first:.3f} -> {self.learned.last:.3f} "
-                f"(change {self.learned.change:+.3f}, t {_fmt_t(self.learned.t)}), verifier (gold) "
+                f"(change {self.learned.change:+.3f}, t {_fmt_t(self.learned.t)}), {self.gold_source} (gold) "
                 f"{self.gold.first:.3f} -> {self.gold.last:.3f} (change {self.gold.change:+.3f}, "
                 f"t {_fmt_t(self.gold.t)})")
         if self.learned_shift is not None:
             text += (f"; since the start: learned mean {self.learned_shift.start:.3f} -> {self.learned_shift.latest:.3f}"
-                     f" (t {_fmt_t(self.learned_shift.t)}), verifier mean {self.gold_shift.start:.3f} -> "
+                     f" (t {_fmt_t(self.learned_shift.t)}), gold mean {self.gold_shift.start:.3f} -> "
                      f"{self.gold_shift.latest:.3f} (t {_fmt_t(self.gold_shift.t)})")
-        return (text + f"; fires when the learned reward rises and the verifier falls by >= {self.min_change:g} each "
+        return (text + f"; fires when the learned reward rises and the gold falls by >= {self.min_change:g} each "
                        f"with |t| >= {self.t_min:g}, over the trailing window or since the start")
 
 
@@ -191,8 +206,34 @@ def points_of(history: Iterable[Mapping], domain: str) -> list[tuple[int, float,
     return [(step, *by_step[step]) for step in sorted(by_step)]
 
 
+def heldout_points_of(history: Iterable[Mapping], domain: str) -> list[tuple[int, float, float]]:
+    """``(step, learned, val_score)`` per in-loop validation of ``domain`` (step 0 aside): the mean
+    ``learned_mean`` over the steps since the previous validation, beside the held-out score; a
+    validation with no learned reward recorded since the previous one is skipped."""
+    learned: dict[int, float] = {}
+    validated: dict[int, float] = {}
+    for row in history:
+        if row.get("domain") != domain:
+            continue
+        step = int(row["step"])
+        value, val = row.get("learned_mean"), row.get("val_score")
+        if value is not None and math.isfinite(value):
+            learned[step] = float(value)
+        if val is not None and math.isfinite(val):
+            validated[step] = float(val)
+    points, previous = [], 0
+    for step in sorted(validated):
+        if step == 0:
+            continue
+        since = [learned[s] for s in learned if previous < s <= step]
+        previous = step
+        if since:
+            points.append((step, sum(since) / len(since), validated[step]))
+    return points
+
+
 def judge(points: list[tuple[int, float, float]], domain: str, *, window: int, min_change: float,
-          t_min: float = T_MIN) -> Verdict | None:
+          t_min: float = T_MIN, gold_source: str = SAME_ROLLOUT_GOLD) -> Verdict | None:
     """The verdict on the last ``window`` of ``points`` (``(step, learned, gold)``, by step), or None
     while fewer than ``window`` steps are recorded."""
     if window < MIN_WINDOW:
@@ -218,9 +259,23 @@ def judge(points: list[tuple[int, float, float]], domain: str, *, window: int, m
     rule = "trend" if trend else "since_start" if since_start else None
     return Verdict(domain=domain, fired=rule is not None, first_step=steps[0], last_step=steps[-1], steps=len(tail),
                    learned=learned, gold=gold, min_change=min_change, t_min=t_min, learned_shift=learned_shift,
-                   gold_shift=gold_shift, rule=rule)
+                   gold_shift=gold_shift, rule=rule, gold_source=gold_source)
 
 
-def watch(history: Iterable[Mapping], domain: str, *, window: int, min_change: float) -> Verdict | None:
-    """:func:`judge` on ``domain``'s rows of a run's history (the trainer's ``training_history`` rows)."""
+def heldout_window(window: int, eval_every: int) -> int:
+    """Validations the held-out rule judges over: about as many steps as ``window``, at least MIN_WINDOW."""
+    return max(MIN_WINDOW, -(-window // eval_every))
+
+
+def watch(history: Iterable[Mapping], domain: str, *, window: int, min_change: float,
+          eval_every: int | None = None) -> Verdict | None:
+    """:func:`judge` on ``domain``'s rows of a run's history (the trainer's ``training_history`` rows):
+    against the held-out validation when the run validates the domain every ``eval_every`` steps and
+    enough validations are recorded, else against the verifier on the same rollouts."""
+    history = list(history)
+    if eval_every:
+        points = heldout_points_of(history, domain)
+        held = heldout_window(window, eval_every)
+        if len(points) >= held:
+            return judge(points, domain, window=held, min_change=min_change, gold_source=HELDOUT_GOLD)
     return judge(points_of(history, domain), domain, window=window, min_change=min_change)

@@ -64,7 +64,6 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -72,35 +71,27 @@ from storage.errors import UserError
 from storage.lake import Lake
 from training.config import GRPOConfig
 from training.data import combined_fingerprint
-from training.hacking_signals import step_signals
+from training.history import (ALL, HACKING_SIGNALS, HISTORY_TABLE, LEARNED_SIGNALS, METRICS,  # noqa: F401
+                              REWARD_HACKING, STEP_EXTRAS, mlflow_metrics, policy_tokens, step_rows,
+                              write_history)
 from training.learnability import load_item_pass_rates, uses_pass_rates
+from training.validation import VALIDATION_FILE, progress_of, summary_of
 
 if TYPE_CHECKING:  # annotations only: these modules are imported when training starts
     from storage.tracking import Tracker
     from training.data import TrainingData
     from training.mixture import DomainMixture
     from training.rewards import RewardComposer
+    from training.validation import Validation
 
-HISTORY_TABLE = "training_history"
-ALL = "_all"
-# reward-hacking signals per (step, domain) (training.hacking_signals): shares of hedging and of
-# prompt-copying rollouts, the copiers' mean reward (None when none copies)
-HACKING_SIGNALS = ("multi_answer_share", "prompt_copy_share", "prompt_copy_reward")
-# a domain with a learned reward (training.learned_rewards): its reward model's mean (sigmoid) value
-# and the verifier's mean score, the gold signal, per step (None for other domains)
-LEARNED_SIGNALS = ("learned_mean", "score_mean")
-# the proxy over-optimisation watch of such a domain (training.overoptimisation) per step: 1.0 when it
-# fired on the trailing window ending at this step, 0.0 when it judged and did not, None before a
-# full window (and for domains without a learned reward); MLflow metric reward_hacking/<domain>
-REWARD_HACKING = "reward_hacking"
-METRICS = ("reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac", "entropy",
-           "zero_var_frac", "tokens_per_s", *HACKING_SIGNALS, *LEARNED_SIGNALS, REWARD_HACKING)
-# how the MLflow run ends when reward_hacking: stop ended it (not FINISHED: it did not run its
-# steps); tag assay.stopped says why, assay.stop_reason in words
+# how the MLflow run ends when a stop (reward_hacking: stop, validation.forgetting: stop) ended it (not
+# FINISHED: it did not run its steps); tag assay.stopped says why, assay.stop_reason in words
 STOPPED_STATUS = "KILLED"
-# batch-level timings (seconds) and rollout/training mismatch figures, on the "_all" row only
-STEP_EXTRAS = ("generation_s", "step_s", "sync_s", "ref_s", "update_s", "is_ratio_min", "is_ratio_mean",
-               "is_ratio_max", "is_corrected_frac", "logp_gap_mean", "logp_gap_max")
+
+
+# what can stop a run (TrainResult.stopped["reason"]): its words in the log and the recipe setting that decides
+STOP_WORDS = {"reward_hacking": "reward hacking", "forgetting": "forgetting"}
+STOP_SETTINGS = {"reward_hacking": "reward_hacking", "forgetting": "validation.forgetting"}
 
 
 class RunSetupError(UserError, ValueError):
@@ -121,14 +112,18 @@ class TrainResult:
     seconds: float = 0.0
     data_fingerprint: str = ""
     data: dict[str, dict] = field(default_factory=dict)  # domain -> rows, source, fingerprint(, evaluation)
-    # why the run ended before max_steps, when reward_hacking: stop ended it: {"reason": "reward_hacking",
-    # "step", "domains", "evidence": {domain: training.overoptimisation.Verdict.evidence()}}; else None
+    # why the run ended before max_steps, when a stop ended it (reward_hacking: stop, validation.forgetting:
+    # stop): {"reason": "reward_hacking" | "forgetting", "reasons", "step", "domains", "evidence": {domain:
+    # training.overoptimisation.Verdict.evidence() | training.forgetting.DomainValidation.evidence()}}; else None
     stopped: dict | None = None
+    # the latest in-loop validation and the forgetting flags (training.validation.summary_of); {} without
+    validation: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
         return {"checkpoint": self.checkpoint, "mlflow_run_id": self.mlflow_run_id, "stopped": self.stopped,
+                "validation": self.validation,  # the in-loop validation apart: history holds the trained steps
                 "history": [{k: h[k] for k in ("step", "domain", "reward_mean", "kl", "loss")}
-                            for h in self.history if h["domain"] != ALL]}
+                            for h in self.history if h["domain"] != ALL and h.get("reward_mean") is not None]}
 
 
 # -- small pure helpers ----------------------------------------------------------------------------
@@ -137,36 +132,6 @@ class TrainResult:
 def run_name_for(config: GRPOConfig, data_fingerprint: str) -> str:
     """The run's name: the explicit ``run_name``, else recipe + config and data fingerprints."""
     return config.run_name or f"{config.resolved_run_name()}-{data_fingerprint[:8]}"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def _learned_signals(rollouts: list) -> dict:
-    """``learned_mean`` (the learned reward) and ``score_mean`` (the verifier, the gold signal) over the
-    rollouts a learned reward scored; both None when none was."""
-    learned = [r for r in rollouts if r.learned is not None]
-    if not learned:
-        return {name: None for name in LEARNED_SIGNALS}
-    gold = [r.score for r in learned if r.score is not None]  # none for a domain with no verifier
-    return {"learned_mean": _mean([r.learned for r in learned]), "score_mean": _mean(gold) if gold else None}
-
-
-def _std(values: list[float]) -> float | None:
-    if not values:
-        return None
-    m = sum(values) / len(values)
-    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
-
-
-def _policy_tokens(rollout: Rollout) -> float:
-    """Tokens of a rollout that enter the loss: all of a completion, the policy's own of an episode."""
-    return float(len(rollout.completion_ids) if rollout.policy_mask is None else sum(rollout.policy_mask))
 
 
 def _split(items: list, parts: int) -> list[list]:
@@ -235,6 +200,7 @@ class TrainingSession:
     autocast: Callable      # the context the forward passes run in (bf16 autocast or none)
     tracker: Tracker | None  # the MLflow run, on rank 0 only
     started: float          # time.perf_counter() when train() began (time budget, result seconds)
+    validation: Validation | None = None  # in-loop validation (training.validation); None when off
 
 
 def build_batch(rollouts: list[Rollout], pad_id: int, mask_truncated: bool, device=None):
@@ -321,6 +287,9 @@ class GRPOTrainer:
         self._learned_domains: list[str] = []  # those rewarded by a learned reward: watched for over-optimisation
         self._flagged: set[str] = set()  # domains the watch fired on at the last step judged (warn once per firing)
 
+    def _stop_mode(self, reason: str) -> str:
+        return self.config.reward_hacking if reason == "reward_hacking" else self.config.validation.forgetting
+
     def _bind_run(self, data_fingerprint: str) -> None:
         self.data_fingerprint = data_fingerprint
         self.run_name = run_name_for(self.config, data_fingerprint)
@@ -376,14 +345,17 @@ class GRPOTrainer:
         data = self._load_rows(registry)
         state = self.load_state()
         stopped = state.get("stopped")
-        if stopped and self.config.reward_hacking == "stop":
-            self.log(f"run {self.run_name} was stopped after step {stopped['step']} for reward hacking "
-                     f"({', '.join(stopped['domains'])}): nothing to do; to train on regardless, set "
-                     "`reward_hacking: warn` in the recipe")
-            return self._result(state, resumed_from=state["step"], sources=state.get("sources", {}), seconds=0.0)
         if stopped:
-            self.log(f"run {self.run_name} was stopped after step {stopped['step']} for reward hacking "
-                     f"({', '.join(stopped['domains'])}); continuing it under reward_hacking: warn")
+            reasons = stopped.get("reasons") or [stopped["reason"]]
+            still = [r for r in reasons if self._stop_mode(r) == "stop"]
+            why = (f"run {self.run_name} was stopped after step {stopped['step']} for "
+                   f"{' and '.join(STOP_WORDS[r] for r in reasons)} ({', '.join(stopped['domains'])})")
+            if still:
+                self.log(f"{why}: nothing to do; to train on regardless, set "
+                         + " and ".join(f"`{STOP_SETTINGS[r]}: warn`" for r in still) + " in the recipe")
+                return self._result(state, resumed_from=state["step"], sources=state.get("sources", {}), seconds=0.0)
+            self.log(f"{why}; continuing it under " + " and ".join(f"{STOP_SETTINGS[r]}: {self._stop_mode(r)}"
+                                                                    for r in reasons))
             state.setdefault("stops", []).append(state.pop("stopped"))
         if state["step"] >= self.config.max_steps and state["checkpoints"]:
             self.log(f"run {self.run_name} already finished {state['step']} steps on these rows "
@@ -429,6 +401,7 @@ class GRPOTrainer:
         from generation.policy import policy_path
         from training.learned_rewards import LearnedRewardScorer
         from training.rewards import RewardComposer
+        from training.validation import Validation
 
         cfg = self.config
         # Build/convert the base model before the process group exists: transformers writes model
@@ -467,8 +440,10 @@ class GRPOTrainer:
                                                      for name, g in data.reward_models.items()))
             blind = [name for name in learned if not self._domains[name].has_verifier]
             if len(blind) < len(learned):
-                self.log(f"reward-hacking watch ({cfg.reward_hacking}): a learned reward rising while the verifier "
-                         f"falls by >= {cfg.reward_hacking_min_change:g} over {cfg.reward_hacking_window} steps is "
+                gold = ("the held-out validation once enough validations exist, the verifier on the same rollouts "
+                        "until then" if cfg.validation.every(cfg.max_steps) else "the verifier on the same rollouts")
+                self.log(f"reward-hacking watch ({cfg.reward_hacking}): a learned reward rising while its gold signal "
+                         f"({gold}) falls by >= {cfg.reward_hacking_min_change:g} over {cfg.reward_hacking_window} steps is "
                          f"flagged" + (" and ends the run" if cfg.reward_hacking == "stop" else "")
                          + ("" if cfg.max_steps >= cfg.reward_hacking_window else
                             f"; this run has {cfg.max_steps} steps, fewer than the window: no verdict"))
@@ -476,6 +451,10 @@ class GRPOTrainer:
                 self.log(f"no verifier, so no gold signal and no accuracy for: {', '.join(blind)} (the reward-hacking "
                          "watch cannot judge them; their learned reward is their only measure)")
         composer = RewardComposer(cfg, self._domains, learned)  # a reward model loads on its first batch
+        quiet = self.log if self.rank == 0 else (lambda message: None)
+        validation = Validation.plan(cfg, registry, self._domains, state, log=quiet, train_rows=data.rows)
+        if validation is not None:
+            quiet(validation.describe())
         start_step = int(state["step"])
         engine, rollout_model, ref_model = self._models(start_step)
         self._rollout_name = rollout_model.name  # what rollout.backend resolved to (auto: here)
@@ -483,7 +462,7 @@ class GRPOTrainer:
         tracker = self._start_tracking(data, state)  # last: nothing may fail between it and the loop
         return TrainingSession(data=data, state=state, start_step=start_step, mixture=mixture, composer=composer,
                                engine=engine, rollout_model=rollout_model, ref_model=ref_model,
-                               autocast=autocast, tracker=tracker, started=started)
+                               autocast=autocast, tracker=tracker, started=started, validation=validation)
 
     def _log_rows(self, data: TrainingData) -> None:
         for name, info in data.manifest().items():
@@ -587,25 +566,35 @@ class GRPOTrainer:
         cfg = self.config
         bar = self._progress_bar(session.start_step)
         try:
+            self._validation_start(session)
             for step in range(session.start_step, cfg.max_steps):
                 if self.stop_after is not None and step - session.start_step >= self.stop_after:
                     return "KILLED"
                 rows = self._step(step, session)
+                out_of_time = self._out_of_time(session.started)
+                validated = self._validate(step + 1, rows, session, last=out_of_time)
                 fired = self._watch(step, rows, session)
                 self._record_step(step, rows, session, bar)
-                stop = bool(self._broadcast(bool(fired) and cfg.reward_hacking == "stop"))  # rank 0 decides
-                if stop:
-                    session.state["stopped"] = self._stop_record(step + 1, fired, session)
-                out_of_time = self._out_of_time(session.started)
+                reasons = [reason for reason, hit in (
+                    ("reward_hacking", bool(self._broadcast(bool(fired) and cfg.reward_hacking == "stop"))),
+                    ("forgetting", validated is not None and validated.stop)) if hit]  # rank 0 decided both
+                if reasons:
+                    session.state["stopped"] = self._stop_record(step + 1, reasons, fired, validated, session)
+                stop = bool(reasons)
                 if (step + 1 == cfg.max_steps or out_of_time or stop
                         or (cfg.save_steps and (step + 1) % cfg.save_steps == 0)):
                     session.state["sampler"] = session.mixture.state_dict()  # saved with the checkpoint
                     self._save(step + 1, session.engine, session.state)
                 if stop:
                     if self.rank == 0:
-                        self.log(f"stopped after step {step + 1} (reward_hacking: stop): the checkpoint of this step "
-                                 "is saved; look at the learned reward against the verifier on the training page "
-                                 "before using it; to train on regardless, set `reward_hacking: warn` and rerun")
+                        look = {"reward_hacking": "the learned reward against the verifier",
+                                "forgetting": "the validation curves"}
+                        self.log(f"stopped after step {step + 1} ("
+                                 + ", ".join(f"{STOP_SETTINGS[r]}: stop" for r in reasons)
+                                 + "): the checkpoint of this step is saved; look at "
+                                 + " and ".join(look[r] for r in reasons) + " on the training page before using it; "
+                                 "to train on regardless, set " + " and ".join(f"`{STOP_SETTINGS[r]}: warn`" for r in reasons)
+                                 + " and rerun")
                     return STOPPED_STATUS
                 if out_of_time:
                     if self.rank == 0:
@@ -615,6 +604,45 @@ class GRPOTrainer:
         finally:
             if bar is not None:
                 bar.close()
+
+    def _validation_start(self, session: TrainingSession) -> None:
+        """The step-0 validation of a new run (training.validation): the start every later one is
+        tested against, into the history (step-0 rows), MLflow and the run state."""
+        validation = session.validation
+        if validation is None or not self._broadcast(validation.needs_start()):
+            return
+        session.rollout_model.sync(session.engine)  # every rank: a collective under ZeRO-3
+        if self.rank != 0:
+            return
+        rows = validation.start(self._validation_engine(session), session.state.get("run_id"))
+        session.state["history"].extend(rows)
+        if session.tracker is not None:
+            session.tracker.log_metrics(0, mlflow_metrics(rows))
+
+    def _validate(self, step: int, rows: list[dict], session: TrainingSession, *, last: bool = False):
+        """The in-loop validation after ``step`` when it is due (or ``last``: the run ends here): run on
+        rank 0 through the rollout engine, after syncing the policy's current weights into it; its
+        :class:`training.validation.Round` (flags, boosts, re-measured pass rates, a stop) applied on
+        every rank. Returns the round, or None when none ran."""
+        validation = session.validation
+        if validation is None:
+            return None
+        round_ = None
+        if validation.due(step) or last:
+            session.rollout_model.sync(session.engine)  # it held the weights from before this step's update
+            if self.rank == 0:
+                round_ = validation.run(step, self._validation_engine(session), rows, mixture=session.mixture,
+                                        tracker=session.tracker, run_id=session.state.get("run_id"))
+            round_ = self._broadcast(round_)
+            validation.apply(round_, session.mixture)
+        if self.rank == 0:
+            validation.account(rows)
+        return round_
+
+    def _validation_engine(self, session: TrainingSession):
+        from generation.item_scoring import TokenEngine
+
+        return TokenEngine(session.rollout_model, self.tokenizer)
 
     def _watch(self, step: int, rows: list[dict], session: TrainingSession) -> list:
         """The proxy over-optimisation watch (:mod:`training.overoptimisation`) of every domain with a
@@ -630,8 +658,10 @@ class GRPOTrainer:
         for row in rows:
             if row["domain"] == ALL or row["domain"] not in self._learned_domains:
                 continue
+            validated = session.validation is not None and row["domain"] in session.validation.domains
             verdict = watch(history, row["domain"], window=cfg.reward_hacking_window,
-                            min_change=cfg.reward_hacking_min_change)
+                            min_change=cfg.reward_hacking_min_change,
+                            eval_every=session.validation.every if validated else None)
             row[REWARD_HACKING] = None if verdict is None else float(verdict.fired)
             if verdict is None or not verdict.fired:
                 self._flagged.discard(row["domain"])
@@ -651,13 +681,17 @@ class GRPOTrainer:
             self._flagged.add(verdict.domain)
         return fired
 
-    def _stop_record(self, step: int, fired: list, session: TrainingSession) -> dict:
-        """Why the run stops (kept in the run state, tagged on the MLflow run)."""
-        record = {"reason": "reward_hacking", "step": step, "domains": sorted(v.domain for v in fired),
-                  "evidence": {v.domain: v.evidence() for v in fired}}
+    def _stop_record(self, step: int, reasons: list[str], fired: list, validated, session: TrainingSession) -> dict:
+        """Why the run stops (kept in the run state, tagged on the MLflow run): the reward-hacking
+        verdicts that fired and/or the validated domains flagged for forgetting."""
+        found = ([(v.domain, v.evidence(), v.describe()) for v in fired] if "reward_hacking" in reasons else [])
+        if "forgetting" in reasons:
+            found += [(r.domain, r.evidence(), f"forgetting: {r.describe()}") for r in validated.flagged]
+        record = {"reason": reasons[0], "reasons": reasons, "step": step, "domains": sorted({d for d, _, _ in found}),
+                  "evidence": {d: evidence for d, evidence, _ in found}}
         if session.tracker is not None:
-            session.tracker.set_tags({"assay.stopped": "reward_hacking", "assay.stopped_step": str(step),
-                                      "assay.stop_reason": "; ".join(v.describe() for v in fired)[:4000]})
+            session.tracker.set_tags({"assay.stopped": ",".join(reasons), "assay.stopped_step": str(step),
+                                      "assay.stop_reason": "; ".join(text for _, _, text in found)[:4000]})
         return record
 
     def _record_step(self, step: int, rows: list[dict], session: TrainingSession, bar) -> None:
@@ -665,14 +699,17 @@ class GRPOTrainer:
         session.state["history"].extend(rows)
         session.state["step"] = step + 1
         if session.tracker is not None:
-            metrics = self._mlflow_metrics(rows)
+            metrics = mlflow_metrics(rows)
             if session.mixture.tracker is not None:  # where the pass-rate estimates stand (learnability)
                 for domain, summary in session.mixture.tracker.summary().items():
                     metrics.update({f"{name}/{domain}": value for name, value in summary.items()})
             session.tracker.log_metrics(step + 1, metrics)
         if bar is not None:
             overall = next(r for r in rows if r["domain"] == ALL)
-            bar.set_postfix(reward=f"{overall['reward_mean']:.3f}", tok_s=f"{overall['tokens_per_s']:.1f}")
+            postfix = {"reward": f"{overall['reward_mean']:.3f}", "tok_s": f"{overall['tokens_per_s']:.1f}"}
+            if session.validation is not None:  # the latest validation, per domain: score (change since step 0)
+                postfix["val"] = progress_of(session.state)
+            bar.set_postfix(postfix)
             bar.update(1)
 
     def _progress_bar(self, start_step: int):
@@ -799,12 +836,13 @@ class GRPOTrainer:
             r.learned = reward.components.get("learned")
         for r in rollouts:
             if r.judged_score is not None:  # an episode: the hidden tests decided, once, on the host
-                reward = session.composer.compose_judged(r.domain, r.text, r.judged_score, int(_policy_tokens(r)))
+                reward = session.composer.compose_judged(r.domain, r.text, r.judged_score, int(policy_tokens(r)))
                 r.reward, r.score = reward.reward, reward.components["score"]
         self._observe(step, picks, rollouts, session.mixture)
         zero_var, loss_total = self._learn(rollouts, session.engine, session.ref_model, session.autocast)
         seconds = time.perf_counter() - step_start
-        return self._history_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total)
+        return step_rows(step + 1, rollouts, zero_var, seconds, gen_seconds, loss_total,
+                         getattr(self, "_run_id", None), self._step_extras())
 
     def _observe(self, step: int, picks, rollouts: list[Rollout], mixture) -> None:
         """Every group's passes, from every rank, into the mixture's pass-rate estimates: each group is
@@ -847,7 +885,7 @@ class GRPOTrainer:
         # the normalisers count the kept rows of the whole step, on every process
         global_seqs, global_tokens = self._all_sum([
             float(len(kept)),
-            float(sum(_policy_tokens(r) if not (cfg.mask_truncated_completions and r.finish_reason == "length")
+            float(sum(policy_tokens(r) if not (cfg.mask_truncated_completions and r.finish_reason == "length")
                       else 0 for r in kept)),
         ])
         if global_seqs == 0:
@@ -1001,56 +1039,6 @@ class GRPOTrainer:
             r.kl = None if math.isnan(kl) else kl
             r.entropy = None if math.isnan(ent) else ent
 
-    def _history_rows(self, step: int, rollouts: list[Rollout], zero_var: list[bool], seconds: float,
-                      gen_seconds: float, loss_total: float | None) -> list[dict]:
-        created = _now()
-        run_id = getattr(self, "_run_id", None)
-        groups_by_domain: dict[str, set[int]] = {}
-        for r in rollouts:
-            groups_by_domain.setdefault(r.domain, set()).add(r.group)
-        rows = []
-        for domain in [*sorted(groups_by_domain), ALL]:
-            mine = rollouts if domain == ALL else [r for r in rollouts if r.domain == domain]
-            groups = {r.group for r in mine}
-            used = [r for r in mine if r.loss is not None]
-            tokens = sum(_policy_tokens(r) for r in mine)  # generated: an episode's tool output is not
-            rows.append({
-                "run_id": run_id, "step": step, "domain": domain,
-                "reward_mean": _mean([r.reward for r in mine]),
-                "reward_std": _std([r.reward for r in mine]),
-                "accuracy": _mean([1.0 if r.score >= 1.0 - 1e-9 else 0.0 for r in mine if r.score is not None]),
-                "kl": _mean([r.kl for r in used if r.kl is not None]),
-                "loss": (loss_total if domain == ALL else _mean([r.loss for r in used])),
-                "clip_frac": _mean([r.clip_frac for r in used]),
-                "entropy": _mean([r.entropy for r in used if r.entropy is not None]),
-                "zero_var_frac": _mean([1.0 if zero_var[g] else 0.0 for g in groups]),
-                "tokens_per_s": tokens / seconds if seconds > 0 else None,
-                "created_at": created,
-                "generation_s": gen_seconds if domain == ALL else None,
-                "step_s": seconds if domain == ALL else None,
-                **step_signals([r.text for r in mine], [str(r.row.get("prompt") or "") for r in mine],
-                               [r.reward for r in mine]),
-                **_learned_signals(mine),
-                REWARD_HACKING: None,  # set by _watch for a domain with a learned reward
-                **(self._step_extras() if domain == ALL else {}),
-            })
-        return rows
-
-    @staticmethod
-    def _mlflow_metrics(rows: list[dict]) -> dict[str, float]:
-        metrics = {}
-        for row in rows:
-            for name in METRICS:
-                value = row.get(name)
-                if value is None:
-                    continue
-                metrics[name if row["domain"] == ALL else f"{name}/{row['domain']}"] = value
-            if row["domain"] == ALL:
-                for extra in STEP_EXTRAS:
-                    if row.get(extra) is not None and math.isfinite(row[extra]):
-                        metrics[extra] = row[extra]
-        return metrics
-
     def _save(self, step: int, engine, state: dict) -> None:
         """HF checkpoint (registered), DeepSpeed checkpoint for resume, then the run state."""
         import torch.distributed as dist
@@ -1073,6 +1061,9 @@ class GRPOTrainer:
             module.save_pretrained(staging, state_dict=state_dict, safe_serialization=True)
             module.config.use_cache = False
             self.tokenizer.save_pretrained(staging)
+            if summary_of(state):  # the latest in-loop validation and its forgetting flags, with the weights
+                (staging / VALIDATION_FILE).write_text(json.dumps({"checkpoint_step": step, **summary_of(state)},
+                                                                  indent=1))
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(staging, folder)
         tag = f"step{step:06d}"
@@ -1090,21 +1081,10 @@ class GRPOTrainer:
             state["checkpoints"].append({"checkpoint": ckpt, "path": str(folder),
                                          "mlflow_model_id": record.mlflow_model_id, "step": step})
             self._save_state(state)
-            self._write_history(state)
+            write_history(self.lake, state)
             for old in self.ds_dir.glob("step*"):
                 if old.name != tag and old.is_dir():
                     shutil.rmtree(old, ignore_errors=True)
-
-    def _write_history(self, state: dict) -> None:
-        import polars as pl
-
-        from storage import tables
-
-        if not state["history"]:
-            return
-        frame = tables.conform(pl.DataFrame(state["history"], infer_schema_length=None),
-                                    tables.TRAINING_HISTORY)
-        self.lake.write_batch(HISTORY_TABLE, {"run": state["run_id"]}, {"part": frame})
 
     def _result(self, state: dict, resumed_from: int, sources: dict, seconds: float) -> TrainResult:
         last = state["checkpoints"][-1] if state["checkpoints"] else {"checkpoint": "", "path": ""}
@@ -1113,7 +1093,8 @@ class GRPOTrainer:
                            checkpoint=last["checkpoint"], checkpoint_path=last["path"], history=history,
                            steps_done=int(state["step"]), resumed_from=resumed_from, data_sources=dict(sources),
                            seconds=seconds, data_fingerprint=state.get("data_fingerprint") or self.data_fingerprint,
-                           data=dict(state.get("data", {})), stopped=state.get("stopped"))
+                           data=dict(state.get("data", {})), stopped=state.get("stopped"),
+                           validation=summary_of(state))
 
 
 def _check_prompt_room(cfg: GRPOConfig, registry) -> None:

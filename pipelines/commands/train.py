@@ -14,6 +14,7 @@ import sys
 
 from pipelines.cli import EXIT_OK, CliError, add_domains_argument, add_json_flag, emit, with_examples
 from generation.contract import BACKENDS
+from training.forgetting import FORGETTING_MODES
 from training.overoptimisation import REWARD_HACKING_MODES
 
 
@@ -55,6 +56,12 @@ def register(subparsers) -> None:
                              "with a learned reward, when the reward model's mean rises while the verifier's falls "
                              "over the recipe's reward_hacking_window steps, warn flags it (MLflow, log, dashboard) "
                              "and trains on; stop flags it and ends the run after saving that step's checkpoint")
+    parser.add_argument("--forgetting", choices=FORGETTING_MODES, default=None,
+                        help="the recipe's validation.forgetting (default: the recipe's, warn unless it says): when a "
+                             "validated domain (trained, or watched: the protected ones unless the recipe lists them) "
+                             "falls significantly below its step-0 score on its held-out items, warn flags it (log, "
+                             "MLflow, checkpoint, dashboard) and trains on; stop flags it and ends the run after saving "
+                             "that step's checkpoint; reweight raises its mixture share until it recovers")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="stop after the step that crosses this wall time, with a checkpoint; rerun to continue")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -101,7 +108,8 @@ def run_train(args: argparse.Namespace) -> int:
                        "same step): use --steps, and rerun the same command to continue")
     config = load_recipe(args.recipe, domains=domains, max_steps=args.steps, seed=args.seed,
                          run_name=args.run_name, rollout={"backend": args.backend} if args.backend else None,
-                         reward_hacking=args.reward_hacking)
+                         reward_hacking=args.reward_hacking,
+                         validation={"forgetting": args.forgetting} if args.forgetting else None)
     registry = get_registry()
     for name in config.domains:
         if name not in registry:
@@ -153,18 +161,43 @@ def run_train(args: argparse.Namespace) -> int:
                  f"{p['seconds']} s", f"checkpoint {p['checkpoint']} at {p['checkpoint_path']}",
                  f"MLflow run {p['mlflow_run_id']}"]
         if p.get("stopped"):
-            lines.append(f"STOPPED after step {p['stopped']['step']} for reward hacking "
-                         f"({', '.join(p['stopped']['domains'])}): rerun with --reward-hacking warn to train on")
+            lines.append(stopped_line(p["stopped"]))
         last: dict[str, dict] = {}
         for row in p["history"]:
-            last[row["domain"]] = row
+            if row.get("reward_mean") is not None:  # a step the domain was drawn at (not only validated)
+                last[row["domain"]] = row
         for domain, row in last.items():
             kl = "n/a" if row["kl"] is None else f"{row['kl']:.4f}"
             lines.append(f"  {domain}: step {row['step']} reward {row['reward_mean']:.3f} kl {kl}")
+        lines += validation_lines(p.get("validation") or {})
         return "\n".join(lines)
 
     emit(args, payload, human)
     return EXIT_OK
+
+
+def stopped_line(stopped: dict) -> str:
+    """Why a stop ended the run, and the flag that trains on."""
+    reasons = stopped.get("reasons") or [stopped["reason"]]
+    words = {"reward_hacking": ("reward hacking", "--reward-hacking warn"), "forgetting": ("forgetting", "--forgetting warn")}
+    return (f"STOPPED after step {stopped['step']} for {' and '.join(words[r][0] for r in reasons)} "
+            f"({', '.join(stopped['domains'])}): rerun with {' '.join(words[r][1] for r in reasons)} to train on")
+
+
+def validation_lines(validation: dict) -> list[str]:
+    """The latest in-loop validation per domain and the forgetting flags (training.validation)."""
+    if not validation:
+        return []
+    lines = [f"validation at step {validation['step']} (held-out items, greedy; change since step "
+             f"{validation.get('start_step', 0)}, paired test, BH across domains):"]
+    for r in validation["results"]:
+        change = "" if r.get("delta") is None else (f" ({r['delta']:+.3f}, q {r['q']:.3g}"
+                                                     + (", FORGETTING" if r.get("flagged") else "") + ")")
+        lines.append(f"  {r['domain']}: {r['score']:.3f}{change} on {r['n']} items"
+                     + ("" if r.get("trained") else " (watched)"))
+    if validation.get("flagged_ever"):
+        lines.append(f"forgetting flagged during the run: {', '.join(validation['flagged_ever'])}")
+    return lines
 
 
 # -- several machines (--hostfile) ---------------------------------------------------------------
@@ -197,7 +230,7 @@ def _launches(args: argparse.Namespace, domains: list[str] | None, output: str |
         launches = node_launches(hostfile, args.recipe, port=args.rdzv_port, output=output, domains=domains or (),
                                  steps=args.steps, seed=args.seed, run_name=args.run_name,
                                  require_train_set=False, backend=args.backend or "",
-                                 reward_hacking=args.reward_hacking or "")
+                                 reward_hacking=args.reward_hacking or "", forgetting=args.forgetting or "")
     except HostfileError as exc:
         raise CliError(str(exc)) from None
     if args.node_rank is not None and not 0 <= args.node_rank < len(launches):
@@ -286,9 +319,8 @@ def _train_on_nodes(args: argparse.Namespace, config, domains: list[str] | None,
                           f"(resumed from step {p['resumed_from']}), {p['seconds']} s",
                           f"checkpoint {p['checkpoint']} at {p['checkpoint_path']}",
                           f"MLflow run {p['mlflow_run_id']}",
-                          *([f"STOPPED after step {p['stopped']['step']} for reward hacking "
-                             f"({', '.join(p['stopped']['domains'])}): rerun with --reward-hacking warn to train on"]
-                            if p.get("stopped") else [])])
+                          *([stopped_line(p["stopped"])] if p.get("stopped") else []),
+                          *validation_lines(p.get("validation") or {})])
 
     emit(args, payload, human)
     return EXIT_OK

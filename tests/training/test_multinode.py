@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import polars as pl
 import pytest
 
 from tests.conftest import REPO, run_cli, write_plugin
@@ -184,5 +185,11 @@ def test_two_nodes_on_this_machine_train_one_run_over_gloo(tiny_home, tmp_path):
         ["two-nodes-step000001"]
     assert lake.read("checkpoints")["checkpoint"].to_list() == ["two-nodes-step000001"]
     history = lake.read("training_history")
-    assert sorted(history["domain"].to_list()) == ["_all", "plugged"]  # one step, written once
+    trained = history.filter(pl.col("reward_mean").is_not_null() | (pl.col("domain") == "_all"))
+    assert sorted(trained["domain"].to_list()) == ["_all", "plugged"]  # one step, written once
+    # rank 0 validated at steps 0 and 1 (the trained domain and the protected one it watches), the other
+    # rank waited for its decisions: no hang, one row per (step, domain)
+    validated = history.filter(pl.col("val_score").is_not_null()).sort("step", "domain")
+    assert validated.select("step", "domain").rows() == [(0, "plugged"), (0, "safety_refusal"),
+                                                         (1, "plugged"), (1, "safety_refusal")]
     assert history["run_id"].unique().to_list() == [result["mlflow_run_id"]]

@@ -63,8 +63,11 @@ def gated(tiny_home, tmp_path, monkeypatch):
 def _config(mode: str, run_name: str):
     from training.config import load_recipe
 
+    # without in-loop validation the gold signal is the verifier on the same rollouts (the held-out one:
+    # test_the_watch_judges_against_the_held_out_validation_when_the_run_validates)
     return load_recipe("tiny", domains=["toy_colors"], max_steps=STEPS, run_name=run_name, learning_rate=1e-2,
-                       reward_hacking=mode, reward_hacking_window=WINDOW, reward_hacking_min_change=0.05)
+                       reward_hacking=mode, reward_hacking_window=WINDOW, reward_hacking_min_change=0.05,
+                       validation={"eval_every": 0})
 
 
 def _train(config, registry, notes: list[str]):

@@ -43,7 +43,7 @@ def _train(config, registry, **options):
 def test_tiny_recipe_learns_the_toy_domain_and_tracks_it(tiny_home, toy_registry):
     config = load_recipe("tiny", domains=["toy_digits"], max_steps=30, run_name="learn")
     result = _train(config, toy_registry)
-    rewards = [h["reward_mean"] for h in result.history if h["domain"] == "toy_digits"]
+    rewards = [h["reward_mean"] for h in result.history if h["domain"] == "toy_digits" and h["step"] > 0]
     assert len(rewards) == 30
     first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
     print(f"toy reward: steps 1-5 {first:.3f} -> steps 26-30 {last:.3f}; curve {[round(r, 3) for r in rewards]}")
@@ -67,8 +67,9 @@ def test_tiny_recipe_learns_the_toy_domain_and_tracks_it(tiny_home, toy_registry
         assert client.get_metric_history(result.mlflow_run_id, f"{name}/toy_digits") or name == "kl"
 
     # Lake: training_history (per step and domain) and the checkpoint row; the HF folder loads.
-    history = lake.read("training_history")
-    assert set(history["domain"].unique()) == {"toy_digits", "_all"} and history.height == 60
+    history = lake.read("training_history")  # and the step-0 validation's row (training.validation)
+    assert set(history["domain"].unique()) == {"toy_digits", "_all"} and history.height == 61
+    assert history.filter(pl.col("step") == 0)["domain"].to_list() == ["toy_digits"]
     assert history["run_id"].unique().to_list() == [result.mlflow_run_id]
     ckpt = lake.read("checkpoints")
     assert ckpt["checkpoint"].to_list() == ["learn-step000030"] == [result.checkpoint]
@@ -145,13 +146,13 @@ def test_zero_variance_groups_are_counted_and_skipped(tiny_home):
         name="flat", owner="t", description="constant reward", samples=_toy_samples,
         score=lambda c, s: 0.5)}), "test")
     result = _train(load_recipe("tiny", domains=["flat"], max_steps=2, run_name="flat"), registry)
-    for row in result.history:
+    for row in result.history[1:]:  # after the step-0 validation's row
         assert row["zero_var_frac"] == 1.0 and row["loss"] is None and row["kl"] is None
     # TRL's definition: they stay in the update with advantage 0; only their KL term remains, and
     # the policy starts at the reference, so loss and KL are exactly 0 (and reported, not None)
     kept = _train(load_recipe("tiny", domains=["flat"], max_steps=2, run_name="flat-kept",
                               skip_zero_variance_groups=False), registry)
-    for row in kept.history:
+    for row in kept.history[1:]:
         assert row["zero_var_frac"] == 1.0 and row["loss"] == 0.0 and row["kl"] == 0.0
 
 
@@ -376,7 +377,8 @@ def test_a_step_scores_each_domains_rollouts_in_one_batch_call_through_the_code_
         dataclasses.replace(code, name="code_counted", score=counted_one, score_many=counted_many),
         dataclasses.replace(toy, score=lambda c, s: toy_calls.append(s["id"]) or _digit_share(c, s))]}), "test")
     config = load_recipe("tiny", domains=["code_counted", "toy_digits"], max_steps=2, run_name="batched",
-                         train_samples_per_domain=8, mixture={"strategy": "uniform"})
+                         train_samples_per_domain=8, mixture={"strategy": "uniform"},
+                         validation={"eval_every": 0})  # only the steps' own scoring calls are counted
     result = _train(config, registry)
     per_step = [{h["domain"] for h in result.history if h["step"] == step} - {"_all"} for step in (1, 2)]
     code_steps = [s for s in per_step if "code_counted" in s]
@@ -395,7 +397,8 @@ def test_a_tiny_run_logs_reward_hacking_signals_per_domain(tiny_home, toy_regist
 
     result = _train(load_recipe("tiny", domains=["toy_digits"], max_steps=2, run_name="signals"), toy_registry)
     lake = open_lake()
-    history = lake.read("training_history").filter(pl.col("run_id") == result.mlflow_run_id).sort("step", "domain")
+    history = (lake.read("training_history").filter((pl.col("run_id") == result.mlflow_run_id) & (pl.col("step") > 0))
+               .sort("step", "domain"))  # step 0: the starting policy's validation, no rollouts
     assert set(HACKING_SIGNALS) <= set(history.columns) and history.height == 4
     for share in ("multi_answer_share", "prompt_copy_share"):
         assert history[share].is_not_null().all() and history[share].is_between(0.0, 1.0).all()
