@@ -57,6 +57,15 @@ def test_an_unevaluated_integral_is_no_antiderivative(registry):
         assert _scores(domain, [f"<answer>{sample['answer']}</answer>"], sample) == [1.0]
 
 
+def test_no_reference_is_an_unevaluated_integral(registry):
+    """reasoning-gym's own reference for polynomial x sin/cos integrands is the integral restated;
+    such items are not drawn (the answer they teach is the hack)."""
+    domain = registry.get("rg_intermediate_integration")
+    samples = domain.generate("train", 40, seed=1) + domain.generate("eval", 40, seed=1)
+    assert not [s["answer"] for s in samples if "Integral" in s["answer"]]
+    assert domain.safe_score_many([s["answer"] for s in samples], samples) == [1.0] * len(samples)
+
+
 def _weakenings(sample: dict) -> list[str]:
     """Conclusions built from the prompt alone that reasoning-gym's entailment check accepts."""
     meta = sample["metadata"]["rg_metadata"]
