@@ -41,6 +41,8 @@ from generation.factory import resolve_backend
 # Elements gathered at once when syncing the rollout copy under ZeRO-3: bounds the extra memory of a
 # sync to ~1 GB in fp32 however large the model, in a few collectives for a small one.
 ZERO3_GATHER_ELEMENTS = 2 ** 28
+# Hugging Face's rotary embeddings keep their frequencies here; a model loaded in bf16 keeps them float32
+ROPE_FREQUENCY_BUFFERS = ("inv_freq", "original_inv_freq")
 
 
 class RolloutEngineError(RuntimeError):
@@ -69,7 +71,7 @@ class TorchRollouts:
         if wanted == next(module.parameters()).dtype:
             self.model = module
             return
-        clone = copy.deepcopy(module).to(wanted)
+        clone = cast_model(copy.deepcopy(module), wanted)
         clone.eval().requires_grad_(False)
         clone.config.use_cache = True
         if config.deepspeed.gradient_checkpointing:  # the rollout copy only decodes: no recomputation
@@ -182,13 +184,43 @@ def zero3_rollout_copy(module, dtype, device):
     if getattr(config, "tie_word_embeddings", False):
         clone.tie_weights()  # to_empty gives each module its own tensor: tie them again
     with torch.no_grad():
-        for (name, dst), (src_name, src) in zip(clone.named_buffers(), module.named_buffers(), strict=True):
+        for (name, dst), (src_name, src) in zip(list(clone.named_buffers()), list(module.named_buffers()), strict=True):
             if name != src_name:
                 raise RuntimeError(f"the rollout copy's buffer {name} does not line up with the policy's {src_name}")
-            dst.copy_(src)
+            if _is_rope_frequency(name, src):  # float32, as a model loaded in ``dtype`` keeps it (cast_model)
+                _set_buffer(clone, name, src.detach().to(device=device, dtype=torch.float32).clone())
+            else:
+                dst.copy_(src)
     if getattr(module, "generation_config", None) is not None:  # its EOS ids end the rollouts
         clone.generation_config = copy.deepcopy(module.generation_config)
     return clone.eval().requires_grad_(False)
+
+
+def _is_rope_frequency(name: str, buffer) -> bool:
+    return name.rsplit(".", 1)[-1] in ROPE_FREQUENCY_BUFFERS and buffer.is_floating_point()
+
+
+def _set_buffer(module, name: str, value) -> None:
+    owner_name, _, attr = name.rpartition(".")
+    owner = module.get_submodule(owner_name) if owner_name else module
+    owner._buffers[attr] = value  # keeps the buffer's persistence
+
+
+def cast_model(module, dtype):
+    """``module`` in ``dtype`` as ``from_pretrained(dtype=...)`` loads a model, which is what sweeps and
+    every generation engine run: parameters and buffers cast, except the rotary embeddings' frequencies
+    (``inv_freq``, :data:`ROPE_FREQUENCY_BUFFERS`), which stay float32. ``module.to(bfloat16)`` casts
+    those too, and a bf16 ``inv_freq`` turns every position by a slightly other angle (relative error
+    ~1e-3), so a bf16 rollout copy made that way was another model than a bf16 sweep of the same weights
+    (greedy completions of the wide tiny policy differed on 7 of 12 items)."""
+    import torch
+
+    keep = {name: buffer.detach().to(torch.float32).clone() for name, buffer in module.named_buffers()
+            if _is_rope_frequency(name, buffer)}
+    module = module.to(dtype)
+    for name, value in keep.items():
+        _set_buffer(module, name, value.to(next(module.buffers()).device))
+    return module
 
 
 def policy_weights(module, zero3: bool):

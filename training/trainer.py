@@ -486,6 +486,7 @@ class GRPOTrainer:
         import torch
 
         from training.engine import build_engine, engine_device
+        from training.rollout_engine import cast_model
         from generation.policy import load_policy
 
         cfg = self.config
@@ -495,7 +496,7 @@ class GRPOTrainer:
         low_precision = cfg.deepspeed.precision == "bf16" or cfg.deepspeed.autocast_bf16
         ref_model = None
         if cfg.beta != 0.0:
-            ref_model = copy.deepcopy(model).to(torch.bfloat16 if low_precision else torch.float32)
+            ref_model = cast_model(copy.deepcopy(model), torch.bfloat16 if low_precision else torch.float32)
             ref_model.eval().requires_grad_(False)
         if cfg.deepspeed.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

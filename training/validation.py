@@ -161,9 +161,11 @@ class Validation:
         its history rows (step 0, validation columns only)."""
         began = time.perf_counter()
         scores = self._measure(engine, 0)
-        self.state.update({"start": scores, "start_step": 0, "identity": self._identity(engine),
-                           "flagged": {}, "plateau": {}, "remeasures": []})
         results = judge(0, scores, scores, set(self.trained), q_level=self.settings.forgetting_q)
+        # a trained domain plateaus when no validation beats its step-0 score for replateau_steps steps
+        plateau = {r.domain: {"best": r.score, "since": 0} for r in results if r.trained}
+        self.state.update({"start": scores, "start_step": 0, "identity": self._identity(engine),
+                           "flagged": {}, "plateau": plateau, "remeasures": []})
         self.state["latest"] = {"step": 0, "results": [r.evidence() for r in results], "scores": scores}
         self._pending_s = time.perf_counter() - began
         self.log(f"validation at step 0 ({self._pending_s:.1f} s): " + "; ".join(r.describe() for r in results))

@@ -293,7 +293,7 @@ def test_zero3_rollout_copy_is_a_plain_tied_model_on_the_given_device(tiny_home)
     import torch
 
     from generation.policy import load_policy
-    from training.rollout_engine import zero3_rollout_copy
+    from training.rollout_engine import cast_model, zero3_rollout_copy
 
     model, tok = load_policy("tiny", home=tiny_home)
     on_meta = zero3_rollout_copy(model, torch.bfloat16, torch.device("meta"))
@@ -307,7 +307,10 @@ def test_zero3_rollout_copy_is_a_plain_tied_model_on_the_given_device(tiny_home)
     with torch.no_grad():
         for dst, src in zip(clone.parameters(), model.parameters()):
             dst.copy_(src)
-    reference = copy.deepcopy(model).to(torch.bfloat16).eval()
+    # what a sweep's bf16 engine loads (rotary frequencies kept float32: training.rollout_engine.cast_model)
+    reference, _ = load_policy("tiny", dtype="bfloat16", home=tiny_home)
     ids = torch.tensor([tok("What is 2 + 3?").input_ids], device="cpu")
     with torch.no_grad():
-        assert torch.equal(clone(input_ids=ids).logits, reference(input_ids=ids).logits)
+        assert torch.equal(clone(input_ids=ids).logits, reference.eval()(input_ids=ids).logits)
+        assert torch.equal(cast_model(copy.deepcopy(model), torch.bfloat16)(input_ids=ids).logits,
+                           reference(input_ids=ids).logits)
