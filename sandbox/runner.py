@@ -107,6 +107,29 @@ class Mount:
             raise ValueError(f"mount target {self.target!r} would hide the sandbox's own {target.parts[1]}; use e.g. '/work'")
 
 
+@dataclass(frozen=True)
+class RootFilesystem:
+    """A whole filesystem as the sandbox's root, instead of the host's ``/usr`` and a scratch
+    ``/tmp``: an image episode's writable overlay (:mod:`sandbox.image_episode`), bound at ``/``.
+
+    ``uid``/``gid``: who the program is inside (the image's user: root by default; the host uid the
+    run drops to is mapped to it, and owns the overlay's files). ``env``: its whole environment.
+    ``network``: keep the host's network (only for a task that asks for the internet).
+    ``as_root``: an argv prefix run as root before the uid is dropped (joining a control group,
+    :meth:`sandbox.cgroups.EpisodeGroup.join_argv`). Files given to the run are placed under
+    :data:`ROOT_FILES` (a small tmpfs, never in the image's filesystem)."""
+
+    path: str
+    uid: int = 0
+    gid: int = 0
+    env: tuple[tuple[str, str], ...] = ()
+    network: bool = False
+    as_root: tuple[str, ...] = ()
+
+
+ROOT_FILES = "/dev/.assay"
+
+
 def _as_bytes(data: "str | bytes | None") -> bytes:
     if data is None:
         return b""
@@ -154,7 +177,7 @@ def _resident_mb() -> float:
 
 
 def _launch(command: list[str], limits: Limits, nproc: int | None, uid: int | None,
-            prlimit: str | None, setpriv: str | None) -> tuple[list[str], dict]:
+            prlimit: str | None, setpriv: str | None, as_root: Sequence[str] = ()) -> tuple[list[str], dict]:
     """The argv and Popen options that start ``command`` as ``uid`` under the limits.
 
     Two ways, chosen by the size of this process. Setting limits and uid between fork and exec
@@ -165,8 +188,12 @@ def _launch(command: list[str], limits: Limits, nproc: int | None, uid: int | No
     option and CPython uses vfork, whose cost does not grow with the parent.
     """
     pairs = _rlimit_pairs(limits, nproc)
-    if prlimit and (uid is None or setpriv) and _resident_mb() > CHAIN_ABOVE_RSS_MB:
-        argv = [prlimit, *(f"--{name}={soft}:{hard}" for name, _, soft, hard in pairs), "--"]
+    if as_root and not (prlimit and setpriv):
+        raise SandboxError("joining an episode's control group needs util-linux's prlimit and setpriv "
+                           "(`apt-get install util-linux`)")
+    if prlimit and (uid is None or setpriv) and (as_root or _resident_mb() > CHAIN_ABOVE_RSS_MB):
+        # ``as_root`` (e.g. moving into a control group) runs before the uid is dropped
+        argv = [prlimit, *(f"--{name}={soft}:{hard}" for name, _, soft, hard in pairs), "--", *as_root]
         if uid is not None:
             argv += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
         return argv + command, {}
@@ -271,30 +298,39 @@ class Sandbox:
 
     def run_command(self, command: Sequence[str], *, stdin: "str | bytes | None" = None, files: Files | None = None,
                     limits: Limits | None = None, mounts: Sequence[Mount] = (), cwd: str | None = None,
-                    uid: int | None = None, watch: Watch | None = None) -> ExecutionResult:
+                    uid: int | None = None, watch: Watch | None = None,
+                    root: RootFilesystem | None = None) -> ExecutionResult:
         """Run ``command`` (an argv list; relative paths resolve in the scratch folder, or in
         ``cwd``). ``mounts``, ``cwd`` (a mount's target), ``uid`` (from :meth:`hold_uid`) and
-        ``watch``: see the module docstring; they need bubblewrap."""
+        ``watch``: see the module docstring; they need bubblewrap. ``root``: run in that filesystem
+        instead (:class:`RootFilesystem`; ``cwd`` is then any folder of it)."""
         if isinstance(command, (str, bytes)) or not command:
             raise ValueError("command must be a non-empty list of arguments, e.g. ['/usr/bin/python3', 'main.py']")
         limits = limits or Limits()
         payload = {str(_check_relative(name)): _as_bytes(data) for name, data in (files or {}).items()}
-        if cwd is not None and cwd not in {m.target for m in mounts}:
+        if root is None and cwd is not None and cwd not in {m.target for m in mounts}:
             raise ValueError(f"cwd {cwd!r} must be the target of one of the mounts ({[m.target for m in mounts]})")
         mode = self.isolation
         if mode == "bubblewrap":
-            return self._run_bwrap(list(command), _as_bytes(stdin), payload, limits, tuple(mounts), cwd, uid, watch)
-        if mounts or uid is not None or watch is not None:
+            return self._run_bwrap(list(command), _as_bytes(stdin), payload, limits, tuple(mounts), cwd, uid, watch,
+                                   root)
+        if mounts or uid is not None or watch is not None or root is not None:
             raise SandboxError(f"mounted folders (terminal episodes) need bubblewrap, and {UNSAFE_ENV}=1 runs without "
                                f"it ({self._why_unavailable}). To fix: {INSTALL_HINT}")
         return self._run_unsafe(list(command), _as_bytes(stdin), payload, limits)
 
     def _run_bwrap(self, command: list[str], stdin: bytes, files: dict[str, bytes], limits: Limits,
                    mounts: tuple[Mount, ...] = (), cwd: str | None = None, held_uid: int | None = None,
-                   watch: Watch | None = None) -> ExecutionResult:
+                   watch: Watch | None = None, root: RootFilesystem | None = None) -> ExecutionResult:
         fds: list[int] = []
         file_fds: list[int] = []
-        args = [*self._base_args, "--size", str(limits.scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", cwd or SCRATCH]
+        if root is None:
+            args = [*self._base_args, "--size", str(limits.scratch_mb << 20), "--tmpfs", SCRATCH,
+                    "--chdir", cwd or SCRATCH]
+            files_at = SCRATCH
+        else:
+            args = self._root_args(root, limits, cwd)
+            files_at = ROOT_FILES
         for mount in mounts:
             args += ["--bind" if mount.writable else "--ro-bind", mount.host, mount.target]
         made_dirs: set[str] = set()
@@ -303,15 +339,17 @@ class Sandbox:
                 for parent in reversed(PurePosixPath(name).parents[:-1]):
                     if str(parent) not in made_dirs:
                         made_dirs.add(str(parent))
-                        args += ["--dir", f"{SCRATCH}/{parent}"]
+                        args += ["--dir", f"{files_at}/{parent}"]
                 fd = _memfd("sandbox-file", data)
                 fds.append(fd)
                 file_fds.append(fd)
-                args += ["--file", str(fd), f"{SCRATCH}/{name}"]
+                args += (["--perms", "0444"] if root is not None else []) + ["--file", str(fd), f"{files_at}/{name}"]
             status_read, status_write = os.pipe2(os.O_CLOEXEC)
             fds += [status_read, status_write]
-            # Last: bwrap's root tmpfs (and the /dev built on it) read-only; only /tmp stays writable.
-            args += ["--remount-ro", "/", "--json-status-fd", str(status_write), "--", *command]
+            if root is None:
+                # Last: bwrap's root tmpfs (and the /dev built on it) read-only; only /tmp stays writable.
+                args += ["--remount-ro", "/"]
+            args += ["--json-status-fd", str(status_write), "--", *command]
             stdin_fd = _memfd("sandbox-stdin", stdin) if stdin else None
             if stdin_fd is not None:
                 fds.append(stdin_fd)
@@ -324,7 +362,8 @@ class Sandbox:
                 try:
                     # Non-root: no uid of our own to count on, so the user's own process limit applies.
                     nproc = limits.nproc + OWN_PROCESSES + lingering if uid is not None else None
-                    argv, spawn = _launch(args, limits, nproc, uid, self._prlimit, self._setpriv)
+                    argv, spawn = _launch(args, limits, nproc, uid, self._prlimit, self._setpriv,
+                                          root.as_root if root is not None else ())
                     for fd in file_fds + ([stdin_fd] if stdin_fd is not None else []):
                         os.lseek(fd, 0, os.SEEK_SET)  # a retry must read every file from the start
                     result, setup_error = self._supervise(
@@ -342,6 +381,27 @@ class Sandbox:
                     os.close(fd)
                 except OSError:
                     pass
+
+    def _root_args(self, root: RootFilesystem, limits: Limits, cwd: str | None) -> list[str]:
+        """bwrap arguments for a run in ``root`` (see :class:`RootFilesystem`)."""
+        args = [self._bwrap, "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
+                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--as-pid-1",
+                "--uid", str(root.uid), "--gid", str(root.gid), "--hostname", "assay",
+                "--bind", root.path, "/", "--proc", "/proc",
+                # a /dev of its own: the usual nodes, /dev/shm into the episode's /tmp (capped with it)
+                "--size", str(1 << 20), "--tmpfs", "/dev",
+                *(arg for node in ("null", "zero", "full", "random", "urandom")
+                  for arg in ("--dev-bind", f"/dev/{node}", f"/dev/{node}")),
+                "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
+                "--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr",
+                "--symlink", "/tmp", "/dev/shm", "--dir", ROOT_FILES, "--chdir", cwd or "/", "--clearenv"]
+        if not root.network:
+            args.insert(1, "--unshare-net")
+        elif os.path.exists("/etc/resolv.conf"):
+            args += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+        for name, value in root.env:
+            args += ["--setenv", name, value]
+        return args
 
     def _run_unsafe(self, command: list[str], stdin: bytes, files: dict[str, bytes], limits: Limits) -> ExecutionResult:
         print(f"WARNING: {UNSAFE_ENV}=1: running untrusted code WITHOUT isolation ({self._why_unavailable}). "
