@@ -3,7 +3,8 @@
 Built-ins are the modules in ``domains/builtin/``; plugins are every ``*.py`` in the folders named
 by ``ASSAY_DOMAINS_PATH`` (os.pathsep-separated). A module contributes ``DOMAIN`` or ``DOMAINS``.
 A terminal task suite (a folder of task folders, :mod:`domains.task_folder`) needs no code: a folder
-on the path that is a suite, or a suite inside one, registers as a domain named after its folder.
+on the path that is a suite, or a suite inside one, registers as a domain named after its folder, and
+so does each suite imported with ``assay tasks import harbor`` (under ``$ASSAY_HOME/tasks``).
 A module that fails to import, or whose domain breaks the contract or clashes with a name already
 registered, is recorded as a :class:`PluginError` (file and reason) and the others still load.
 The registry is a plain mapping filled by loading modules: adding a domain touches no other file.
@@ -159,12 +160,21 @@ def plugin_files(domains_path: str | None) -> list[Path]:
     return files
 
 
-def task_suite_folders(domains_path: str | None) -> list[Path]:
-    """Task suites on the path: each folder named by it that is a suite, and each suite inside one."""
+def imported_tasks_root() -> Path:
+    """Where ``assay tasks import`` puts suites: ``$ASSAY_HOME/tasks``."""
+    from storage.home import resolve_home
+
+    return resolve_home() / "tasks"
+
+
+def task_suite_folders(domains_path: str | None, imported: Path | None = None) -> list[Path]:
+    """Task suites on the path (each folder named by it that is a suite, and each suite inside one),
+    then the suites imported under ``imported`` (``$ASSAY_HOME/tasks``)."""
     from domains.task_folder import is_task_suite
 
     found: list[Path] = []
-    for folder in (domains_path or "").split(os.pathsep):
+    folders = (domains_path or "").split(os.pathsep) + ([str(imported)] if imported is not None else [])
+    for folder in folders:
         if not folder.strip():
             continue
         root = Path(folder).expanduser()
@@ -191,8 +201,10 @@ def _import_plugin(path: Path):
     return module
 
 
-def load_registry(domains_path: str | None = None, include_builtins: bool = True) -> Registry:
-    """Load built-ins and the plugins under ``domains_path`` (an os.pathsep-separated string)."""
+def load_registry(domains_path: str | None = None, include_builtins: bool = True,
+                  imported: Path | None = None) -> Registry:
+    """Load built-ins, the plugins under ``domains_path`` (an os.pathsep-separated string) and the
+    task suites imported under ``imported`` (default: none)."""
     registry = Registry()
     if include_builtins:
         for module_name, source in _builtin_modules():
@@ -209,7 +221,7 @@ def load_registry(domains_path: str | None = None, include_builtins: bool = True
             registry.errors.append(PluginError(str(path), _describe_exception(exc)))
             continue
         registry.add_module(module, str(path))
-    for folder in task_suite_folders(domains_path):
+    for folder in task_suite_folders(domains_path, imported):
         from domains.task_folder import task_suite_domain
 
         try:
@@ -221,7 +233,7 @@ def load_registry(domains_path: str | None = None, include_builtins: bool = True
     return registry
 
 
-_CACHE: dict[tuple[str | None, bool], Registry] = {}
+_CACHE: dict[tuple[str | None, str], Registry] = {}
 
 
 def configured_domains_path() -> str | None:
@@ -237,9 +249,10 @@ def get_registry(domains_path: str | None = None, *, reload: bool = False) -> Re
     """
     if domains_path is None:
         domains_path = configured_domains_path()
-    key = (domains_path, True)
+    imported = imported_tasks_root()
+    key = (domains_path, str(imported))
     if reload or key not in _CACHE:
-        _CACHE[key] = load_registry(domains_path)
+        _CACHE[key] = load_registry(domains_path, imported=imported)
     return _CACHE[key]
 
 

@@ -1,6 +1,15 @@
-"""Terminal tasks as folders, and a folder of them as a domain (issue 14's task format).
+"""Terminal tasks as folders, and a folder of them as a domain.
 
-A task is a folder (its name is the task's name)::
+Two formats load side by side (one per task folder):
+
+- **Harbor's** (``task.toml``, ``instruction.md``, ``environment/Dockerfile``, ``tests/test.sh``,
+  ``solution/solve.sh``): the field's format, run on the image its Dockerfile describes, built
+  offline (:mod:`domains.importers.harbor`). The built-in suite uses it; new suites should.
+- **Assay's older one** (issue 14, below): run on the host's ``/usr`` inside bubblewrap, so only
+  tasks needing nothing beyond bash and python3 fit. It keeps loading, with a deprecation note once
+  per suite; ``assay tasks migrate OLD NEW`` converts a suite to Harbor's format.
+
+An older-format task is a folder (its name is the task's name)::
 
     count_lines/
       task.yaml       instruction (required), max_turns (default 20), timeout_s (whole episode,
@@ -11,12 +20,13 @@ A task is a folder (its name is the task's name)::
                       episode's final /work, tests/ read-only at a random path ("$(dirname "$0")");
                       exit 0 = solved. bash and python3 (standard library) are there.
 
-A suite is a folder of task folders (each with a ``task.yaml``; sub-folders whose name starts
-with ``.`` or ``_`` are ignored). On ``ASSAY_DOMAINS_PATH`` it registers as a domain named after
+A suite is a folder of task folders (each with a ``task.yaml`` or a ``task.toml``; sub-folders
+whose name starts with ``.`` or ``_`` are ignored). On ``ASSAY_DOMAINS_PATH`` it registers as a domain named after
 the folder (:func:`task_suite_domain`, loaded by :mod:`domains.registry`), with no code.
 
 The domain's rows: ``id`` ``<suite>/<task>``, ``prompt`` the instruction, ``answer`` the text of
-``solution.sh``, ``metadata`` (task, max_turns, timeout_s, tags, difficulty). Splits: a task is in
+``solution.sh`` (Harbor: ``solution/solve.sh``), ``metadata`` (task, format, max_turns, timeout_s,
+tags, difficulty). Splits: a task is in
 eval when sha256 of its name falls in the lower ``EVAL_SHARE`` (half) of the hash range, else in
 train: stable as a suite grows (adding a task moves no other). With two tasks or more both splits
 are kept non-empty (the lowest hash moves to eval, or the highest to train); a one-task suite is
@@ -24,10 +34,16 @@ eval only, so its training split is empty.
 
 ``score(completion, sample)`` is the single-turn view: the completion is ONE bash script (the
 contents of its fenced code blocks when it has any, e.g. a chat model's ```bash ... ```),
-run in a fresh episode of the task, then the hidden tests: 1.0 if they pass, else 0.0. The
-oracle therefore scores 1.0 and the empty answer 0.0, and the generic self-test
-(:mod:`quality.domain_check`) applies unchanged; :func:`check_task` (``assay tasks check``) is
-added to it as check ``tasks_check``: on every task, the oracle passes and doing nothing fails.
+run in a fresh episode of the task, then the hidden tests: 1.0 if they pass, else 0.0 (a Harbor
+task: its verifier's reward, the suite's declared metric). The oracle therefore scores 1.0 and the
+empty answer 0.0, and the generic self-test (:mod:`quality.domain_check`) applies unchanged;
+:func:`check_task` (``assay tasks check``) is added to it as check ``tasks_check``: on every task,
+the oracle passes and doing nothing fails.
+
+Every task, whatever its format, offers what the episode loops and the domain use: ``name``,
+``spec`` (:class:`TaskSpec`), ``solution_text``, ``open_terminal()`` (a fresh episode: commands
+via ``run``), ``judge(terminal)`` (the verdict on that episode: ``passed``, ``output``, and for a
+Harbor task ``score`` and ``rewards``) and ``run_script(script, oracle=)``.
 """
 
 from __future__ import annotations
@@ -36,6 +52,8 @@ import hashlib
 import os
 import random
 import re
+import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from domains.base import NAME_PATTERN, Domain, DomainError
 
 TASK_FILE = "task.yaml"
+HARBOR_TASK_FILE = "task.toml"
 SOLUTION_FILE = "solution.sh"
 TESTS_DIR = "tests"
 FILES_DIR = "files"
@@ -80,7 +99,7 @@ class TaskSpec(BaseModel):
 
 @dataclass(frozen=True)
 class Task:
-    """One loaded task folder. ``files_dir`` is None when the task has no ``files/``."""
+    """One loaded older-format task folder. ``files_dir`` is None when the task has no ``files/``."""
 
     name: str
     spec: TaskSpec
@@ -88,10 +107,37 @@ class Task:
     files_dir: Path | None
     solution: Path
     tests_dir: Path
+    kind = "task.yaml"
 
     @property
     def solution_text(self) -> str:
         return self.solution.read_text(encoding="utf-8")
+
+    def open_terminal(self):
+        """A fresh episode over a copy of ``files/`` (:class:`sandbox.terminal.TerminalEpisode`)."""
+        from sandbox.terminal import TerminalEpisode
+
+        return TerminalEpisode(self.files_dir)
+
+    def judge(self, terminal):
+        """The hidden tests' verdict on the episode's final working folder."""
+        from sandbox.terminal import run_hidden_tests
+
+        return run_hidden_tests(terminal.workdir, self.tests_dir, timeout_s=max(10.0, self.spec.timeout_s / 4))
+
+    def run_script(self, script: str, *, oracle: bool = False, timeout_s: float | None = None,
+                   tests_timeout_s: float = 0.0):
+        """``script`` as one bash command in a fresh episode (it may run for the task's
+        ``timeout_s``), then the hidden tests: ``(CommandResult, TestVerdict)``."""
+        from sandbox.terminal import DEFAULT_LIMITS, TerminalEpisode, run_hidden_tests
+
+        seconds = float(timeout_s if timeout_s is not None else self.spec.timeout_s)
+        limits = DEFAULT_LIMITS.replace(cpu_s=seconds)
+        with TerminalEpisode(self.files_dir, limits=limits, command_timeout_s=seconds) as episode:
+            command = episode.run(script)
+            verdict = run_hidden_tests(episode.workdir, self.tests_dir,
+                                       timeout_s=tests_timeout_s or HIDDEN_TESTS_TIMEOUT_S)
+        return command, verdict
 
 
 def _spec_error(path: Path, exc: ValidationError) -> str:
@@ -107,20 +153,47 @@ def _spec_error(path: Path, exc: ValidationError) -> str:
     return f"{path}: " + "; ".join(problems)
 
 
-def load_task(folder: Path | str) -> Task:
-    """Load and validate one task folder; :class:`TaskFormatError` names the file and the fix."""
+_NOTED: set[str] = set()
+_NOTED_MUTEX = threading.Lock()
+
+
+def _deprecation_note(suite: Path) -> None:
+    """Say once per process and suite that the older format is deprecated (stderr: not a result)."""
+    key = str(suite.resolve())
+    with _NOTED_MUTEX:
+        if key in _NOTED:
+            return
+        _NOTED.add(key)
+    print(f"note: {suite} uses Assay's older terminal-task format (task.yaml), which is deprecated: "
+          f"`assay tasks migrate {suite} NEW_FOLDER` converts it to Harbor's (task.toml)", file=sys.stderr)
+
+
+def load_task(folder: Path | str, settings=None):
+    """Load and validate one task folder of either format (a Harbor task when it holds task.toml:
+    :func:`domains.importers.harbor.load_harbor_task`, with the suite's ``settings``);
+    :class:`TaskFormatError` names the file and the fix."""
+    folder = Path(folder)
+    if (folder / HARBOR_TASK_FILE).is_file():
+        from domains.importers.harbor import SuiteSettings, load_harbor_task
+
+        return load_harbor_task(folder, settings or SuiteSettings.read(folder.parent))
+    return _load_yaml_task(folder)
+
+
+def _load_yaml_task(folder: Path) -> Task:
     import yaml
 
-    folder = Path(folder)
     if not folder.is_dir():
-        raise TaskFormatError(f"{folder}: not a folder; a task is a folder holding {TASK_FILE}, {SOLUTION_FILE} "
-                              f"and {TESTS_DIR}/run.sh")
+        raise TaskFormatError(f"{folder}: not a folder; a task is a folder holding {HARBOR_TASK_FILE} (Harbor's "
+                              f"format) or {TASK_FILE}")
     if not TASK_NAME.match(folder.name):
         raise TaskFormatError(f"{folder}: task folder name {folder.name!r} must be letters, digits, '_', '-' or '.', "
                               "starting with a letter or digit; rename the folder")
     spec_path = folder / TASK_FILE
     if not spec_path.is_file():
-        raise TaskFormatError(f"{spec_path}: missing; write one with at least `instruction: <what to do>`")
+        raise TaskFormatError(f"{spec_path}: missing; write one with at least `instruction: <what to do>` (Assay's "
+                              f"older format), or the task in Harbor's format ({HARBOR_TASK_FILE}, instruction.md, "
+                              "environment/Dockerfile, tests/test.sh, solution/solve.sh)")
     try:
         data = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
@@ -154,29 +227,43 @@ def _candidate_folders(folder: Path) -> list[Path]:
                   key=lambda p: p.name)
 
 
+def is_task_folder(folder: Path) -> bool:
+    return (folder / TASK_FILE).is_file() or (folder / HARBOR_TASK_FILE).is_file()
+
+
 def is_task_suite(folder: Path | str) -> bool:
-    """True when ``folder`` holds task folders (at least one sub-folder with a ``task.yaml``)."""
+    """True when ``folder`` holds task folders (at least one sub-folder with a ``task.yaml`` or a
+    ``task.toml``)."""
     folder = Path(folder)
     try:
-        return folder.is_dir() and any((p / TASK_FILE).is_file() for p in _candidate_folders(folder))
+        return folder.is_dir() and not is_task_folder(folder) and any(is_task_folder(p)
+                                                                      for p in _candidate_folders(folder))
     except OSError:
         return False
 
 
-def load_task_suite(folder: Path | str) -> list[Task]:
-    """Every task of a suite, sorted by name. Every sub-folder must be a valid task (a folder whose
-    name starts with ``.`` or ``_`` is ignored)."""
+def load_task_suite(folder: Path | str) -> list:
+    """Every task of a suite, sorted by name. Every sub-folder must be a valid task of either format
+    (a folder whose name starts with ``.`` or ``_`` is ignored). A suite imported with ``assay tasks
+    import harbor`` is checked against its import record (a task edited since is refused)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise TaskFormatError(f"{folder}: not a folder; a task suite is a folder of task folders")
-    if (folder / TASK_FILE).is_file():
+    if is_task_folder(folder):
         raise TaskFormatError(f"{folder}: this is one task, not a suite; put it in a folder of tasks "
                               "(the suite, named after the domain)")
     candidates = _candidate_folders(folder)
-    if not any((p / TASK_FILE).is_file() for p in candidates):
-        raise TaskFormatError(f"{folder}: holds no task folders (each a folder with {TASK_FILE}, {SOLUTION_FILE}, "
-                              f"{TESTS_DIR}/run.sh)")
-    return [load_task(p) for p in candidates]
+    if not any(is_task_folder(p) for p in candidates):
+        raise TaskFormatError(f"{folder}: holds no task folders (each a folder with {HARBOR_TASK_FILE}, Harbor's "
+                              f"format, or {TASK_FILE})")
+    settings = None
+    if any((p / HARBOR_TASK_FILE).is_file() for p in candidates):
+        from domains.importers.harbor import SuiteSettings
+
+        settings = SuiteSettings.read(folder)
+    if any((p / TASK_FILE).is_file() and not (p / HARBOR_TASK_FILE).is_file() for p in candidates):
+        _deprecation_note(folder)
+    return [load_task(p, settings) for p in candidates]
 
 
 # -- running a task ---------------------------------------------------------------------------------
@@ -189,31 +276,28 @@ def script_of(completion: str) -> str:
     return "\n".join(blocks) if blocks else completion
 
 
-def run_task_episode_script(task: Task, script: str, *, timeout_s: float | None = None,
-                            tests_timeout_s: float = HIDDEN_TESTS_TIMEOUT_S):
-    """Run ``script`` as one bash command in a fresh episode of ``task``, then its hidden tests.
-
-    Returns ``(CommandResult, TestVerdict)``. The script may run for the task's ``timeout_s``
-    (its whole episode) unless ``timeout_s`` is given."""
-    from sandbox.terminal import DEFAULT_LIMITS, TerminalEpisode, run_hidden_tests
-
-    seconds = float(timeout_s if timeout_s is not None else task.spec.timeout_s)
-    limits = DEFAULT_LIMITS.replace(cpu_s=seconds)
-    with TerminalEpisode(task.files_dir, limits=limits, command_timeout_s=seconds) as episode:
-        command = episode.run(script)
-        verdict = run_hidden_tests(episode.workdir, task.tests_dir, timeout_s=tests_timeout_s)
-    return command, verdict
+def run_task_episode_script(task, script: str, *, oracle: bool = False):
+    """Run ``script`` as one bash command in a fresh episode of ``task``, then its hidden tests:
+    ``(CommandResult, verdict)`` (:meth:`Task.run_script`; a Harbor task: its verifier)."""
+    return task.run_script(script, oracle=oracle)
 
 
-def check_task(task: Task) -> dict[str, Any]:
+def verdict_score(verdict) -> float:
+    """The domain's score of a verdict: a Harbor task's reward, else 1.0 when the tests passed."""
+    score = getattr(verdict, "score", None)
+    return float(score) if score is not None else (1.0 if verdict.passed else 0.0)
+
+
+def check_task(task) -> dict[str, Any]:
     """The oracle passes and a do-nothing agent (an empty script) fails:
     ``{"task", "oracle_passed", "do_nothing_failed", "ok", "detail"}``."""
     problems = []
+    oracle_name = "solve.sh" if getattr(task, "kind", "") == "harbor" else SOLUTION_FILE
     try:
-        command, verdict = run_task_episode_script(task, task.solution_text)
+        command, verdict = run_task_episode_script(task, task.solution_text, oracle=True)
         oracle_passed = verdict.passed
         if not oracle_passed:
-            problems.append(f"the oracle failed the tests (solution.sh exit {command.exit_code}, tests exit "
+            problems.append(f"the oracle failed the tests ({oracle_name} exit {command.exit_code}, tests exit "
                             f"{verdict.exit_code}): {_tail(verdict.output)}")
     except Exception as exc:  # noqa: BLE001 - reported per task
         oracle_passed = False
@@ -231,7 +315,7 @@ def check_task(task: Task) -> dict[str, Any]:
             "detail": "oracle passes, doing nothing fails" if ok else "; ".join(problems)}
 
 
-def check_tasks(tasks: Sequence[Task], workers: int | None = None) -> list[dict[str, Any]]:
+def check_tasks(tasks: Sequence, workers: int | None = None) -> list[dict[str, Any]]:
     """:func:`check_task` for each task, in parallel, in order."""
     if not tasks:
         return []
@@ -264,11 +348,11 @@ def split_of(task_names: Sequence[str]) -> dict[str, str]:
     return split
 
 
-def task_row(suite: str, task: Task) -> dict:
+def task_row(suite: str, task) -> dict:
     spec = task.spec
     return {"id": f"{suite}/{task.name}", "prompt": spec.instruction, "answer": task.solution_text,
-            "metadata": {"task": task.name, "max_turns": spec.max_turns, "timeout_s": spec.timeout_s,
-                         "tags": list(spec.tags), "difficulty": spec.difficulty}}
+            "metadata": {"task": task.name, "format": task.kind, "max_turns": spec.max_turns,
+                         "timeout_s": spec.timeout_s, "tags": list(spec.tags), "difficulty": spec.difficulty}}
 
 
 def task_suite_domain(folder: Path | str, *, name: str | None = None, owner: str = "task-suite",
@@ -291,7 +375,7 @@ def task_suite_domain(folder: Path | str, *, name: str | None = None, owner: str
             random.Random(seed).shuffle(chosen)
         return [dict(row, metadata=dict(row["metadata"])) for row in chosen[:n]]
 
-    def task_of(sample: dict) -> Task:
+    def task_of(sample: dict):
         task_name = (sample.get("metadata") or {}).get("task")
         if task_name not in by_name:
             raise DomainError(f"domain {name!r}: sample {sample.get('id')!r} names task {task_name!r}, which is "
@@ -299,8 +383,11 @@ def task_suite_domain(folder: Path | str, *, name: str | None = None, owner: str
         return by_name[task_name]
 
     def score(completion: str, sample: dict) -> float:
-        _, verdict = run_task_episode_script(task_of(sample), script_of(completion))
-        return 1.0 if verdict.passed else 0.0
+        task = task_of(sample)
+        script = script_of(completion)
+        # the reference answer run as itself is the oracle: a Harbor oracle sees its solution/ at /solution
+        _, verdict = run_task_episode_script(task, script, oracle=script == task.solution_text)
+        return verdict_score(verdict)
 
     def score_many(completions: Sequence[str], batch: Sequence[dict]) -> list[float]:
         if len(completions) != len(batch):
@@ -318,14 +405,17 @@ def task_suite_domain(folder: Path | str, *, name: str | None = None, owner: str
         return {"tasks_check": {"passed": not broken, "detail": detail}}
 
     tags = ["terminal", *sorted({tag for t in tasks for tag in t.spec.tags} - {"terminal"})]
+    formats = sorted({t.kind for t in tasks})
+    if "harbor" in formats:
+        tags.append("harbor")
     return Domain(
         name=name, owner=owner,
         description=f"terminal tasks from {folder} ({len(tasks)} tasks: {len(rows['train'])} train, "
-                    f"{len(rows['eval'])} eval), scored by each task's hidden tests",
+                    f"{len(rows['eval'])} eval; format {', '.join(formats)}), scored by each task's hidden tests",
         tags=tuple(tags), samples=samples, score=score, score_many=score_many,
         eval_size=max(1, len(rows["eval"])), extra_checks=tasks_check, episode_task=task_of)
 
 
-__all__ = ["EVAL_SHARE", "Task", "TaskFormatError", "TaskSpec", "check_task", "check_tasks", "is_task_suite",
-           "load_task", "load_task_suite", "run_task_episode_script", "script_of", "split_of",
-           "task_suite_domain"]
+__all__ = ["EVAL_SHARE", "HARBOR_TASK_FILE", "Task", "TaskFormatError", "TaskSpec", "check_task", "check_tasks",
+           "is_task_folder", "is_task_suite", "load_task", "load_task_suite", "run_task_episode_script", "script_of",
+           "split_of", "task_suite_domain", "verdict_score"]

@@ -87,6 +87,7 @@ class EpisodeResult:
     seconds: float = 0.0
     test_output: str = ""
     tokens: int = 0               # tokens the policy generated over all turns
+    rewards: dict = field(default_factory=dict)  # every metric a Harbor verifier wrote (reward.json)
 
     def transcript(self) -> list[dict]:
         return [asdict(t) for t in self.turns]
@@ -165,16 +166,13 @@ def run_episodes(engine, tasks: Sequence, params: SamplingParams, *, seed: int =
     the judged results in order. ``params``: sampling of each assistant turn (its ``max_new_tokens``
     bounds a turn). Sample i's turn t is seeded with ``derive_seed(seed, i, t)``, or with
     ``derive_seed(episode_seeds[i], t)`` when given (a sweep's per-sample seeds).
-    ``terminal_factory(task)`` / ``judge(task, workdir)`` default to the sandboxed terminal and the
-    task's hidden tests."""
+    ``terminal_factory(task)`` / ``judge(task, terminal)`` default to the task's own episode and
+    verdict (``task.open_terminal()``, ``task.judge(terminal)``: the sandboxed terminal and hidden
+    tests of :mod:`domains.task_folder`, or a Harbor task's image and verifier)."""
     from generation.prompts import chat_messages_prompt
 
-    if terminal_factory is None or judge is None:
-        from sandbox.terminal import TerminalEpisode, run_hidden_tests
-
-        terminal_factory = terminal_factory or (lambda task: TerminalEpisode(task.files_dir))
-        judge = judge or (lambda task, workdir: run_hidden_tests(workdir, task.tests_dir,
-                                                                 timeout_s=max(10.0, task.spec.timeout_s / 4)))
+    terminal_factory = terminal_factory or (lambda task: task.open_terminal())
+    judge = judge or (lambda task, terminal: task.judge(terminal))
     live = [_Live(task, i, terminal_factory) for i, task in enumerate(tasks)]
     results: list[EpisodeResult | None] = [None] * len(live)
     turn_params = SamplingParams(max_new_tokens=params.max_new_tokens, temperature=params.temperature,
@@ -195,13 +193,14 @@ def run_episodes(engine, tasks: Sequence, params: SamplingParams, *, seed: int =
                     episode.tokens += int(out[0].completion_tokens)
                 play_turn(pool, active, [out[0].text for out in outputs], share)
                 finished = [e for e in active if e.end]
-                verdicts = [pool.submit(judge, e.task, e.terminal.workdir) for e in finished]
+                verdicts = [pool.submit(judge, e.task, e.terminal) for e in finished]
                 for episode, future in zip(finished, verdicts):
                     verdict = future.result()
                     results[episode.index] = EpisodeResult(
-                        task=episode.task.name, passed=bool(verdict.passed), reward=1.0 if verdict.passed else 0.0,
+                        task=episode.task.name, passed=bool(verdict.passed), reward=verdict_reward(verdict),
                         turns=episode.turns, end=episode.end, seconds=time.perf_counter() - episode.started,
-                        test_output=verdict.output, tokens=episode.tokens)
+                        test_output=verdict.output, tokens=episode.tokens,
+                        rewards=dict(getattr(verdict, "rewards", {}) or {}))
                     episode.terminal.__exit__(None, None, None)
                 active = [e for e in active if not e.end]
         finally:
@@ -209,6 +208,13 @@ def run_episodes(engine, tasks: Sequence, params: SamplingParams, *, seed: int =
                 if results[episode.index] is None:
                     episode.terminal.__exit__(None, None, None)
     return results  # type: ignore[return-value]
+
+
+def verdict_reward(verdict) -> float:
+    """An episode's reward: the verdict's ``score`` (a Harbor verifier's reward), else 1.0 when the
+    hidden tests passed and 0.0 when not."""
+    score = getattr(verdict, "score", None)
+    return float(score) if score is not None else (1.0 if verdict.passed else 0.0)
 
 
 def episode_stats(results: Sequence[EpisodeResult]) -> dict[str, Any]:

@@ -89,7 +89,8 @@ def run_episode_samples(engine, domain, chunk: list[tuple[dict, list[int]]], par
     rows = [{"checkpoint": checkpoint, "domain": domain.name, "item_id": item["id"], "sample_idx": s,
              "score": episode.reward,
              "completion": json.dumps({"end": episode.end, "passed": episode.passed, "turns": episode.transcript(),
-                                       "tests": episode.test_output[-2000:]}, ensure_ascii=False),
+                                       "tests": episode.test_output[-2000:], "rewards": episode.rewards},
+                                      ensure_ascii=False),
              "latency_s": float(episode.seconds), "tokens": int(episode.tokens), "cluster_id": cluster_of(item),
              "gen_config": gen_config, "created_at": now}
             for (item, s), episode in zip(plan, episodes)]

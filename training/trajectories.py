@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from generation.agent_loop import REMINDER, TOOL_FORMAT, EpisodeResult, Turn, observation, play_turn
+from generation.agent_loop import REMINDER, TOOL_FORMAT, EpisodeResult, Turn, observation, play_turn, verdict_reward
 from generation.contract import SamplingParams
 
 
@@ -124,12 +124,8 @@ def run_trajectories(engine, tokenizer, tasks: Sequence, params: SamplingParams,
     from generation.contract import derive_seed
     from generation.prompts import chat_messages_prompt, encode_prompt
 
-    if terminal_factory is None or judge is None:
-        from sandbox.terminal import TerminalEpisode, run_hidden_tests
-
-        terminal_factory = terminal_factory or (lambda task: TerminalEpisode(task.files_dir))
-        judge = judge or (lambda task, workdir: run_hidden_tests(workdir, task.tests_dir,
-                                                                 timeout_s=max(10.0, task.spec.timeout_s / 4)))
+    terminal_factory = terminal_factory or (lambda task: task.open_terminal())
+    judge = judge or (lambda task, terminal: task.judge(terminal))
     turn_params = SamplingParams(max_new_tokens=params.max_new_tokens, temperature=params.temperature,
                                  top_p=params.top_p, top_k=params.top_k, stop=tuple(params.stop) or ("\n```\n",))
     live: list[_Live] = []
@@ -170,13 +166,14 @@ def run_trajectories(engine, tokenizer, tasks: Sequence, params: SamplingParams,
                             episode.policy_mask += [0.0] * len(suffix)
                             episode.logprobs += [0.0] * len(suffix)
                 finished = [e for e in active if e.end]
-                verdicts = [pool.submit(judge, e.task, e.terminal.workdir) for e in finished]
+                verdicts = [pool.submit(judge, e.task, e.terminal) for e in finished]
                 for episode, future in zip(finished, verdicts):
                     verdict = future.result()
                     result = EpisodeResult(task=episode.task.name, passed=bool(verdict.passed),
-                                           reward=1.0 if verdict.passed else 0.0, turns=episode.turns, end=episode.end,
+                                           reward=verdict_reward(verdict), turns=episode.turns, end=episode.end,
                                            seconds=time.perf_counter() - episode.started,
-                                           test_output=verdict.output, tokens=episode.tokens)
+                                           test_output=verdict.output, tokens=episode.tokens,
+                                           rewards=dict(getattr(verdict, "rewards", {}) or {}))
                     out[episode.index] = Trajectory(
                         episode.prompt_ids, episode.completion_ids, episode.policy_mask,
                         episode.logprobs if with_logprobs else None, result,

@@ -106,8 +106,8 @@ def test_suite_domain_rows_tags_and_scores(tmp_path):
     upper = rows["shell_tasks/upper"]
     assert upper["prompt"] == "Write the contents of a.txt in upper case to out.txt."
     assert upper["answer"] == "tr a-z A-Z < a.txt > out.txt\n"
-    assert upper["metadata"] == {"task": "upper", "max_turns": 20, "timeout_s": 300.0, "tags": ["text", "easy"],
-                                 "difficulty": "easy"}
+    assert upper["metadata"] == {"task": "upper", "format": "task.yaml", "max_turns": 20, "timeout_s": 300.0,
+                                 "tags": ["text", "easy"], "difficulty": "easy"}
     for row in rows.values():
         assert domain.safe_score(row["answer"], row) == 1.0  # the oracle
         assert domain.safe_score("", row) == 0.0  # doing nothing
