@@ -58,12 +58,15 @@ class DomainValidation:
 
     def evidence(self) -> dict:
         """Plain data for the run state, an MLflow tag, the checkpoint and the Dagster metadata."""
-        def rounded(value):
-            return None if value is None or not math.isfinite(value) else round(value, 6)
+        def rounded(value, significant: bool = False):
+            if value is None or not math.isfinite(value):
+                return None
+            return float(f"{value:.6g}") if significant else round(value, 6)
 
         return {"domain": self.domain, "step": self.step, "score": rounded(self.score), "start": rounded(self.start),
                 "delta": rounded(self.delta), "ci_low": rounded(self.ci_low), "ci_high": rounded(self.ci_high),
-                "p": rounded(self.p), "q": rounded(self.q), "n": self.n, "lost": self.lost, "gained": self.gained,
+                "p": rounded(self.p, True), "q": rounded(self.q, True), "n": self.n, "lost": self.lost,
+                "gained": self.gained,
                 "test": self.test, "trained": self.trained, "flagged": self.flagged}
 
     def describe(self) -> str:

@@ -664,6 +664,12 @@ class GRPOTrainer:
                             min_change=cfg.reward_hacking_min_change,
                             eval_every=session.validation.every if validated else None)
             row[REWARD_HACKING] = None if verdict is None else float(verdict.fired)
+            sources = session.state.setdefault("reward_hacking_gold", {})
+            if verdict is not None and sources.get(verdict.domain) != verdict.gold_source:
+                sources[verdict.domain] = verdict.gold_source  # said once, when the watch starts or switches
+                if self.rank == 0:
+                    self.log(f"reward-hacking watch of {verdict.domain}: judged against the {verdict.gold_source} "
+                             f"from step {step + 1} on (its gold signal)")
             if verdict is None or not verdict.fired:
                 self._flagged.discard(row["domain"])
                 continue

@@ -203,3 +203,41 @@ def test_assay_train_has_the_flag_and_refuses_an_unknown_mode(tmp_path):
     assert "--reward-hacking {warn,stop}" in help_text
     bad = run_cli("train", "--reward-hacking", "halt", env={"ASSAY_HOME": str(tmp_path)})
     assert bad.returncode == 2 and "invalid choice: 'halt'" in bad.stderr
+
+
+def _history(learned, same_rollout, heldout, every: int):
+    """Per-step rows of one domain: learned_mean and score_mean every step, val_score every ``every``
+    steps (and step 0), as the trainer writes them."""
+    rows = [{"step": 0, "domain": "d", "learned_mean": None, "score_mean": None, "val_score": heldout[0]}]
+    for step in range(1, len(learned) + 1):
+        rows.append({"step": step, "domain": "d", "learned_mean": learned[step - 1], "score_mean": same_rollout[step - 1],
+                     "val_score": heldout[step // every] if step % every == 0 else None})
+    return rows
+
+
+def test_the_held_out_validation_is_the_gold_signal_once_enough_validations_exist():
+    """Learned rising; the verifier on the same rollouts flat (the policy pleases both on its own samples)
+    while the held-out validation falls: only a watch that reads the held-out score sees it. And the
+    other way round: a held-out score that holds up clears a same-rollout fall."""
+    from training.overoptimisation import HELDOUT_GOLD, SAME_ROLLOUT_GOLD, heldout_points_of, heldout_window
+
+    steps, every = 16, 2
+    learned = _line(0.5, 0.03, n=steps, noise=0.005, seed=3)
+    flat = _line(0.6, 0.0, n=steps, noise=0.005, seed=4)
+    falling = _line(0.7, -0.05, n=steps // every + 1, noise=0.005, seed=5)  # one per validation, step 0 first
+    history = _history(learned, flat, falling, every)
+    points = heldout_points_of(history, "d")
+    assert [p[0] for p in points] == list(range(2, steps + 1, 2))  # step 0 has no learned reward to pair
+    assert points[0][1] == pytest.approx(sum(learned[:2]) / 2)  # the learned mean since the previous validation
+    verdict = watch(history, "d", window=WINDOW, min_change=MIN_CHANGE, eval_every=every)
+    assert verdict.fired and verdict.gold_source == HELDOUT_GOLD and verdict.steps == heldout_window(WINDOW, every)
+    assert "held-out validation (gold)" in verdict.describe() and verdict.evidence()["gold_source"] == HELDOUT_GOLD
+    blind = watch(history, "d", window=WINDOW, min_change=MIN_CHANGE)  # no validation: the same rollouts
+    assert not blind.fired and blind.gold_source == SAME_ROLLOUT_GOLD
+
+    holding = _history(learned, _line(0.6, -0.03, n=steps, noise=0.005, seed=6), _line(0.7, 0.0, n=9, seed=7), every)
+    assert watch(holding, "d", window=WINDOW, min_change=MIN_CHANGE).fired  # the same-rollout verifier fell
+    held = watch(holding, "d", window=WINDOW, min_change=MIN_CHANGE, eval_every=every)
+    assert not held.fired and held.gold_source == HELDOUT_GOLD
+    early = watch(history[:8], "d", window=4, min_change=MIN_CHANGE, eval_every=every)  # 3 validations so far
+    assert early.gold_source == SAME_ROLLOUT_GOLD

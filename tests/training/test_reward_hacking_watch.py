@@ -154,3 +154,31 @@ def test_warn_flags_the_run_and_trains_on_to_max_steps(gated):
     series = {m.step: m.value for m in client.get_metric_history(result.mlflow_run_id, "reward_hacking/toy_colors")}
     assert [s for s, v in series.items() if v == 1.0] == fired and max(series) == STEPS
     assert {s for s, v in _flags(lake, result.mlflow_run_id).items() if v == 1.0} == set(fired)
+
+
+def test_the_watch_judges_against_the_held_out_validation_once_the_run_has_enough_validations(gated):
+    """With in-loop validation every 2 steps the gold signal becomes the verifier on held-out items answered
+    greedily (training_history val_score) once a window of validations exists, and the run says when it
+    switched; before that, and without validation, the verifier on the same rollouts (whether each
+    verdict fires on this toy is test_overoptimisation's business: here its greedy held-out answers
+    score ~0 from the start, so the held-out gold cannot fall)."""
+    from training.config import load_recipe
+    from training.overoptimisation import MIN_WINDOW, heldout_window
+
+    lake, registry = gated
+    notes: list[str] = []
+    config = load_recipe("tiny", domains=["toy_colors"], max_steps=STEPS, run_name="heldout", learning_rate=1e-2,
+                         reward_hacking="warn", reward_hacking_window=WINDOW, reward_hacking_min_change=0.05,
+                         validation={"eval_every": 2, "items": 8, "watch": []})
+    result = _train(config, registry, notes)
+    switches = [n for n in notes if n.startswith("reward-hacking watch of toy_colors: judged against")]
+    held = heldout_window(WINDOW, 2)  # validations at steps 2, 4, 6, 8: the 4th is at step 8
+    assert held == MIN_WINDOW == 4
+    assert switches == ["reward-hacking watch of toy_colors: judged against the verifier on the same rollouts "
+                        f"from step {WINDOW} on (its gold signal)",
+                        "reward-hacking watch of toy_colors: judged against the held-out validation "
+                        f"from step {2 * held} on (its gold signal)"], switches
+    judged = [h["step"] for h in result.history if h["domain"] == "toy_colors" and h["reward_hacking"] is not None]
+    assert judged == list(range(WINDOW, STEPS + 1))
+    state = json.loads((lake.home / "runs" / "heldout" / "state.json").read_text())
+    assert state["reward_hacking_gold"] == {"toy_colors": "held-out validation"}

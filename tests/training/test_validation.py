@@ -83,3 +83,119 @@ def test_an_in_loop_validation_equals_a_sweep_of_that_steps_checkpoint_item_by_i
     assert in_loop[3] != in_loop[0]  # the policy moved: equal to the right checkpoint, not to any
     history = {h["step"]: h["val_score"] for h in result.history if h["domain"] == "texty" and h["val_score"] is not None}
     assert history == pytest.approx({s: sum(v.values()) / items for s, v in swept.items()})
+
+
+# -- forgetting: a validated domain whose truth changes at a chosen validation -----------------------
+
+
+def _fading(forget_at: int, recover_at: int | None = None, name: str = "fading") -> Domain:
+    """A domain trained on a dense toy reward (the share of digits) whose held-out items score 1 at its
+    first validations and 0 from validation ``forget_at`` (1 = step 0) until ``recover_at``: what a
+    policy update that wrecks the domain, then a repair, look like to the validation."""
+    calls = {"eval": 0}
+
+    def score_many(completions, samples):
+        if samples and "-eval-" in samples[0]["id"]:  # one validation: one batch of the domain's held-out items
+            calls["eval"] += 1
+            lost = calls["eval"] >= forget_at and (recover_at is None or calls["eval"] < recover_at)
+            return [0.0 if lost else 1.0 for _ in samples]
+        return [_digit_share(c, s) for c, s in zip(completions, samples)]
+
+    return Domain(name=name, owner="t", description="scripted truth on its held-out items", samples=_samples(name),
+                  score=_digit_share, score_many=score_many)
+
+
+def _forgetting_config(mode: str, run_name: str, domains=("fading",), **extra):
+    extra.setdefault("max_steps", 8)
+    return load_recipe("tiny", domains=list(domains), run_name=run_name,
+                       validation={"eval_every": 2, "items": 12, "max_new_tokens": 8, "watch": [], "forgetting": mode,
+                                   **extra.pop("validation", {})}, **extra)
+
+
+def _series(client, run_id: str, metric: str) -> dict[int, float]:
+    return {m.step: m.value for m in client.get_metric_history(run_id, metric)}
+
+
+def test_forgetting_warn_flags_the_domain_everywhere_and_trains_on(tiny_home):
+    from mlflow.tracking import MlflowClient
+
+    notes: list[str] = []
+    result = _train(_forgetting_config("warn", "forget-warn"), _registry(_fading(forget_at=3)), notes)
+    assert result.steps_done == 8 and result.stopped is None
+    assert set(result.validation["flagged"]) == {"fading"} and result.validation["flagged_ever"] == ["fading"]
+    evidence = result.validation["flagged"]["fading"]
+    assert (evidence["start"], evidence["score"], evidence["lost"], evidence["gained"], evidence["n"]) == (1.0, 0.0, 12,
+                                                                                                          0, 12)
+    assert evidence["test"] == "exact McNemar" and evidence["p"] == pytest.approx(0.5 ** 12, rel=1e-5)
+    warned = [n for n in notes if n.startswith("WARNING: forgetting")]
+    assert warned[0].startswith("WARNING: forgetting at step 4: fading 1.000 -> 0.000 (-1.000")
+    assert warned[0].endswith("training on (validation.forgetting: warn)")
+    assert [n.split(":")[1] for n in warned] == [" forgetting at step 4", " forgetting (still) at step 6",
+                                                 " forgetting (still) at step 8"]
+
+    lake = open_lake()
+    client = MlflowClient(tracking_uri=lake.mlflow_uri)
+    run = client.get_run(result.mlflow_run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["assay.forgetting"] == "fading"
+    assert json.loads(run.data.tags["assay.forgetting.fading"])["lost"] == 12
+    assert _series(client, result.mlflow_run_id, "val/fading") == {0: 1.0, 2: 1.0, 4: 0.0, 6: 0.0, 8: 0.0}
+    assert _series(client, result.mlflow_run_id, "forgetting/fading") == {2: 0.0, 4: 1.0, 6: 1.0, 8: 1.0}
+    history = (lake.read("training_history").filter(pl.col("run_id") == result.mlflow_run_id)
+               .filter(pl.col("val_score").is_not_null()).sort("step"))
+    assert history.select("step", "val_score", "forgetting").rows() == [
+        (0, 1.0, None), (2, 1.0, 0.0), (4, 0.0, 1.0), (6, 0.0, 1.0), (8, 0.0, 1.0)]
+    assert history.filter(pl.col("step") == 4)["val_q"].item() == pytest.approx(0.5 ** 12)
+    overall = lake.read("training_history").filter((pl.col("run_id") == result.mlflow_run_id) & (pl.col("domain") == "_all"))
+    assert overall.filter(pl.col("step").is_in([1, 2, 4]))["validation_s"].is_not_null().all()  # 1: step 0's
+    assert overall.filter(pl.col("step").is_in([3, 5]))["validation_s"].is_null().all()
+    saved = json.loads((lake.checkpoints_dir / result.checkpoint / "assay_validation.json").read_text())
+    assert saved["checkpoint_step"] == 8 and saved["step"] == 8 and set(saved["flagged"]) == {"fading"}
+
+
+def test_forgetting_stop_ends_the_run_with_that_steps_checkpoint_and_a_rerun_under_warn_trains_on(tiny_home):
+    from mlflow.tracking import MlflowClient
+
+    registry = _registry(_fading(forget_at=3))
+    notes: list[str] = []
+    result = _train(_forgetting_config("stop", "forget-stop"), registry, notes)
+    assert result.steps_done == 4 and result.checkpoint.endswith("step000004")
+    assert result.stopped["reason"] == "forgetting" and result.stopped["domains"] == ["fading"]
+    assert result.stopped["evidence"]["fading"]["delta"] == -1.0
+    assert any(n.startswith("stopped after step 4 (validation.forgetting: stop)") for n in notes), notes
+    client = MlflowClient(tracking_uri=open_lake().mlflow_uri)
+    run = client.get_run(result.mlflow_run_id)
+    assert run.info.status == "KILLED" and run.data.tags["assay.stopped"] == "forgetting"
+    assert "forgetting: fading 1.000 -> 0.000" in run.data.tags["assay.stop_reason"]
+
+    again: list[str] = []
+    rerun = _train(_forgetting_config("stop", "forget-stop"), registry, again)
+    assert rerun.steps_done == 4 and rerun.stopped == result.stopped
+    assert any("stopped after step 4 for forgetting" in n and "`validation.forgetting: warn`" in n for n in again)
+    resumed = _train(_forgetting_config("warn", "forget-stop"), registry, again)  # same run: watching is no identity
+    assert resumed.mlflow_run_id == result.mlflow_run_id and resumed.steps_done == 8 and resumed.stopped is None
+    assert client.get_run(result.mlflow_run_id).info.status == "FINISHED"
+
+
+def test_forgetting_reweight_raises_the_domains_share_bounded_until_it_recovers(tiny_home):
+    from training.mixture import DomainMixture
+
+    steady = Domain(name="steady", owner="t", description="dense toy", samples=_samples("steady"), score=_digit_share)
+    notes: list[str] = []
+    config = _forgetting_config("reweight", "forget-reweight", domains=("fading", "steady"), max_steps=10,
+                                mixture={"strategy": "uniform"},
+                                validation={"reweight_factor": 2.0, "reweight_max": 3.0})
+    result = _train(config, _registry(_fading(forget_at=3, recover_at=5), steady), notes)
+    assert result.steps_done == 10 and result.validation["flagged"] == {}  # recovered at step 8
+    assert result.validation["flagged_ever"] == ["fading"]
+    assert any(n.startswith("WARNING: forgetting at step 4") and "its mixture weight x2 until it recovers" in n
+               for n in notes), notes
+    assert any(n.startswith("WARNING: forgetting (still) at step 6") and "x3 until" in n for n in notes)  # bounded
+    assert any(n.startswith("validation: fading recovered at step 8") for n in notes)
+    state = json.loads((open_lake().home / "runs" / "forget-reweight" / "state.json").read_text())
+    assert state["sampler"]["boosts"] == [[4, {"fading": 2.0}], [6, {"fading": 3.0}], [8, {}]]
+    mixture = DomainMixture({"fading": [{}] * 4, "steady": [{}] * 4}, config.mixture, config.seed)
+    mixture.load_state_dict(state["sampler"])
+    shares = [mixture.probabilities_at(step)["fading"] for step in (3, 4, 5, 6, 7, 8, 9)]
+    assert shares == pytest.approx([0.5, 2 / 3, 2 / 3, 0.75, 0.75, 0.5, 0.5])
+    assert config.fingerprint() != _forgetting_config("warn", "x", domains=("fading", "steady"), max_steps=10,
+                                                      mixture={"strategy": "uniform"}).fingerprint()
