@@ -44,12 +44,18 @@ $(VENV)/.installed: pyproject.toml domains/shipped_data.py quality/build_artifac
 	@took=$$(( $$(date +%s) - $$(cat $(VENV)/.install-started) )); touch $@ && rm -f $(VENV)/.install-started && \
 	  echo "make install: done in $$((took / 60)) min $$((took % 60)) s"
 
-system-deps: ## bubblewrap for the sandbox (needs root + apt; otherwise see README)
+system-deps: ## bubblewrap for the sandbox, mmdebstrap for Harbor tasks' images (needs root + apt; otherwise see README)
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    $(STEP) "bubblewrap (apt-get, for the sandbox)" -- sh -c \
 	      'apt-get install -y -qq bubblewrap || (apt-get update -qq && apt-get install -y -qq bubblewrap)'; \
 	  else echo "note: bubblewrap (bwrap) is missing and cannot be installed here: the sandbox will refuse untrusted code (see README)"; fi; \
+	fi
+	@if ! command -v mmdebstrap >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    $(STEP) "mmdebstrap (apt-get, builds Harbor tasks' images from Debian's archive)" -- sh -c \
+	      'apt-get install -y -qq mmdebstrap || (apt-get update -qq && apt-get install -y -qq mmdebstrap)'; \
+	  else echo "note: mmdebstrap is missing and cannot be installed here: Harbor tasks' images (the built-in terminal suite's included) cannot be built (see README)"; fi; \
 	fi
 
 test-deps: install postgres ## chromium for the dashboard's browser test, PostgreSQL for the team profile's

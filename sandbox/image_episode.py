@@ -18,8 +18,9 @@ What an episode is:
 - each command is ``bash`` in a fresh bubblewrap sandbox on that root (:class:`sandbox.runner.
   RootFilesystem`), as the image's user (``root`` by default, or the task's agent user) mapped onto
   the held uid; cwd the image's ``WORKDIR``; environment the image's ``ENV`` plus the task's; no
-  network unless the task allows the internet; its processes end with the command (nothing keeps
-  running between commands: no services);
+  network unless the task allows the internet (then this machine's CA bundle is trusted, as in
+  builds: :mod:`sandbox.images`); its processes end with the command (nothing keeps running between
+  commands: no services);
 - limits: the episode's commands run in a control group of the task's ``cpus``, ``memory_mb`` and a
   process cap where the machine offers one (:mod:`sandbox.cgroups`; else ``memory_mb`` is each
   process's address space and ``cpus`` is not enforced: :attr:`ImageEpisode.enforced` says), each
@@ -49,12 +50,12 @@ from typing import Mapping, Sequence
 from sandbox.cgroups import EpisodeGroup, episode_group
 from sandbox.dockerfile import DEFAULT_PATH
 from sandbox.errors import SandboxError
-from sandbox.images import Image, inside
+from sandbox.images import CA_VARIABLES, Image, host_ca_bundle, inside
 from sandbox.limits import Limits
 from sandbox.mounts import (
     mount_idmapped, mount_overlay, mount_tmpfs, private_folder, release_folder, require_root, sweep_stale, unmount,
 )
-from sandbox.runner import Mount, RootFilesystem, Sandbox, default_sandbox
+from sandbox.runner import ROOT_CA, Mount, RootFilesystem, Sandbox, default_sandbox
 from sandbox.terminal import (
     BASH, COMMAND_FILE, MERGED, TIMEOUT_EXIT, CommandResult, WorkdirTooLarge, _cap_output, _wait_until_gone, copy_tree,
 )
@@ -270,8 +271,12 @@ class ImageEpisode:
                       output_bytes=1_000_000, scratch_mb=1)
 
     def _root(self, fs: ImageFilesystem, env: Mapping[str, str]) -> RootFilesystem:
+        bundle = host_ca_bundle() if self.network else None
+        if bundle:  # with the network, trust what this machine trusts (a proxy's CA), as builds do
+            env = {**{name: ROOT_CA for name in CA_VARIABLES}, **env}
         return RootFilesystem(path=str(fs.root), uid=fs.user.uid, gid=fs.user.gid, env=tuple(env.items()),
-                              network=self.network, as_root=tuple(self.group.join_argv()) if self.group else ())
+                              network=self.network, as_root=tuple(self.group.join_argv()) if self.group else (),
+                              ca_bundle=bundle)
 
     # -- the agent's commands -----------------------------------------------------------------------
 

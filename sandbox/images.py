@@ -19,6 +19,13 @@ layer exists: a Dockerfile is built once per digest. Builds of one layer are ser
 processes with ``flock`` (a second builder waits, then finds it built); a layer is written under a
 temporary name and renamed when complete, so a crash leaves nothing half-built in the cache.
 
+Steps reach the network as this machine does, trusting its certificate authorities: where the machine
+reaches PyPI through a proxy with a CA of its own, a step's ``pip`` must trust that CA too, so the
+machine's CA bundle (``$ASSAY_BUILD_CA_BUNDLE``, else the system's) is mounted read-only for each step
+(on its private ``/dev``, never in a layer) and named by the usual variables (``SSL_CERT_FILE``,
+``PIP_CERT``, ``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``, ``GIT_SSL_CAINFO``), unless the Dockerfile sets
+them itself. Nothing of it stays in the image.
+
 The store's folder is chosen by the caller (``$ASSAY_IMAGE_CACHE``, else ``$ASSAY_HOME/images``:
 :func:`domains.importers.harbor.image_store`); a team shares one by pointing every machine at the
 same path. Building runs the Dockerfile's commands as root with the network, as ``docker build``
@@ -59,6 +66,11 @@ PYTHON_STACK = (
     "for name in python python3 pip pip3; do [ -e /usr/bin/$name ] && ln -sf /usr/bin/$name /usr/local/bin/$name; "
     "done; true")
 OUTPUT_TAIL_LINES = 60
+CA_BUNDLE_ENV = "ASSAY_BUILD_CA_BUNDLE"
+CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+CA_INSIDE = "/dev/.assay-ca.crt"  # on bwrap's /dev tmpfs: never in a layer
+CA_VARIABLES = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+                "NODE_EXTRA_CA_CERTS")
 Progress = Callable[[dict], None]
 
 
@@ -391,6 +403,10 @@ def _run_step(merged: Path, command: tuple[str, ...], *, env: dict[str, str], us
             "--hostname", "assay-build", "--chdir", workdir, "--clearenv"]
     if os.path.exists("/etc/resolv.conf"):
         argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+    bundle = host_ca_bundle()
+    if bundle is not None:
+        argv += ["--ro-bind", bundle, CA_INSIDE]
+        full_env = {**{name: CA_INSIDE for name in CA_VARIABLES}, **full_env}
     for name, value in full_env.items():
         argv += ["--setenv", name, value]
     argv.append("--")
@@ -405,6 +421,15 @@ def _run_step(merged: Path, command: tuple[str, ...], *, env: dict[str, str], us
                 resolv.unlink()
     if failed is not None:
         raise BuildError(f"{what} failed:\n{failed}")
+
+
+def host_ca_bundle() -> str | None:
+    """This machine's CA bundle (``$ASSAY_BUILD_CA_BUNDLE``, else the system's), or None."""
+    configured = os.environ.get(CA_BUNDLE_ENV, "").strip()
+    for candidate in ([configured] if configured else list(CA_BUNDLES)):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
 
 
 def _make_folder(merged: Path, path: str, owner: tuple[int, int, str]) -> None:

@@ -116,8 +116,10 @@ class RootFilesystem:
     run drops to is mapped to it, and owns the overlay's files). ``env``: its whole environment.
     ``network``: keep the host's network (only for a task that asks for the internet).
     ``as_root``: an argv prefix run as root before the uid is dropped (joining a control group,
-    :meth:`sandbox.cgroups.EpisodeGroup.join_argv`). Files given to the run are placed under
-    :data:`ROOT_FILES` (a small tmpfs, never in the image's filesystem)."""
+    :meth:`sandbox.cgroups.EpisodeGroup.join_argv`). ``ca_bundle``: a host CA bundle shown
+    read-only at :data:`ROOT_CA` (with ``network``: the machine's trust, e.g. a proxy's CA). Files
+    given to the run are placed under :data:`ROOT_FILES` (a small tmpfs, never in the image's
+    filesystem)."""
 
     path: str
     uid: int = 0
@@ -125,9 +127,11 @@ class RootFilesystem:
     env: tuple[tuple[str, str], ...] = ()
     network: bool = False
     as_root: tuple[str, ...] = ()
+    ca_bundle: str | None = None
 
 
 ROOT_FILES = "/dev/.assay"
+ROOT_CA = "/dev/.assay-ca.crt"
 
 
 def _as_bytes(data: "str | bytes | None") -> bytes:
@@ -399,6 +403,8 @@ class Sandbox:
             args.insert(1, "--unshare-net")
         elif os.path.exists("/etc/resolv.conf"):
             args += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+        if root.ca_bundle:
+            args += ["--ro-bind", root.ca_bundle, ROOT_CA]
         for name, value in root.env:
             args += ["--setenv", name, value]
         return args

@@ -19,6 +19,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 for _name in ("ASSAY_PROFILE", "ASSAY_PROFILE_FILE", "ASSAY_POSTGRES_URL", "ASSAY_S3_ENDPOINT", "ASSAY_S3_BUCKET",
               "ASSAY_LAKE_CATALOG", "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
     os.environ.pop(_name, None)
+# Harbor tasks' images (domains.importers.harbor) take a minute or more to build: every test, whatever
+# its ASSAY_HOME, shares one store that outlives the session (and CI runs on the same machine), keyed
+# by each Dockerfile's digest, so a machine builds each image once. Set ASSAY_IMAGE_CACHE to move it.
+os.environ.setdefault("ASSAY_IMAGE_CACHE", str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                                               / "assay" / "images"))
 
 PLUGIN_TEMPLATE = '''
 from domains import Domain
@@ -89,9 +94,10 @@ SMOKE_RUN = ".venv/bin/assay demo --recipe tiny --domains math_arith_easy --step
 
 def user_shell(home: Path) -> dict:
     """The environment of a user's shell: `assay` on PATH, ``home`` as ASSAY_HOME, nothing this
-    test process set for itself (ASSAY_/DAGSTER_/MLFLOW_ variables, DS_ACCELERATOR)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_", "DAGSTER_", "MLFLOW_"))
-           and k != "DS_ACCELERATOR"}
+    test process set for itself (ASSAY_/DAGSTER_/MLFLOW_ variables, DS_ACCELERATOR) but the
+    machine's image store (ASSAY_IMAGE_CACHE: images are built once per machine)."""
+    env = {k: v for k, v in os.environ.items() if (not k.startswith(("ASSAY_", "DAGSTER_", "MLFLOW_"))
+                                                   or k == "ASSAY_IMAGE_CACHE") and k != "DS_ACCELERATOR"}
     env.update(ASSAY_HOME=str(home), PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
     return env
 

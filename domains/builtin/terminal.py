@@ -1,5 +1,7 @@
-"""The built-in terminal task suite (``terminal_tasks/``, 28 tasks: files, text, CSV/JSON, logs,
-fixing Python programs, small scripts; see its README) as the domain ``terminal``.
+"""The built-in terminal task suite (``terminal_tasks/``, 28 tasks in Harbor's format: files, text,
+CSV/JSON, logs, fixing Python programs, small scripts; see its README) as the domain ``terminal``.
+Its tasks run on a debian:bookworm-slim image with python3, built offline once per machine
+(:mod:`domains.importers.harbor`).
 
 Sweeps run its items as multi-turn episodes of the policy in a sandboxed terminal
 (:mod:`generation.agent_loop`), scored by each task's hidden tests; its single-turn ``score`` runs a

@@ -19,10 +19,9 @@ from pipelines.cli import EXIT_FAILED, CliError, add_json_flag, emit, with_examp
 EXAMPLES = (
     "assay tasks check ./my_tasks                # a suite: a folder of task folders",
     "assay tasks check ./my_tasks/count_lines    # one task folder",
-    "assay tasks check my_suite                  # a suite imported with `assay tasks import harbor`",
     'assay tasks check ./my_tasks --json         # [{"task", "oracle_passed", "do_nothing_failed", "ok", "detail"}]',
 )
-NOTE = """A Harbor task folder holds task.toml, instruction.md, environment/Dockerfile (built offline into an
+NOTE = """A suite imported with `assay tasks import harbor` is checked by its name (DIR|SUITE). A Harbor task folder holds task.toml, instruction.md, environment/Dockerfile (built offline into an
 image, cached per digest), tests/test.sh (writes /logs/verifier/reward.txt or reward.json) and
 solution/solve.sh (the oracle). Assay's older format (deprecated: `assay tasks migrate`) holds task.yaml,
 files/, solution.sh and tests/run.sh. Exit codes: 0 every task is sound, 1 some task is broken, 2 DIR is
@@ -61,8 +60,8 @@ def register(subparsers) -> None:
         "harbor", help="Harbor / Terminal-Bench task folders (task.toml)",
         description="Copy Harbor task folders into $ASSAY_HOME/tasks/SUITE (a terminal domain named SUITE) with a "
                     "digest of each: a task edited afterwards is refused until imported again.")
-    with_examples(harbor, "assay tasks import harbor ./tb-tasks --suite tb_mini   # a folder of task folders",
-                  "assay tasks import harbor ./tasks/hello-world ./tasks/fix-json --suite my_tasks",
+    with_examples(harbor, "assay tasks import harbor ./my_tasks --suite shell_tasks   # a folder of task folders",
+                  "assay tasks import harbor ./my_tasks/count_lines --suite one_task   # one task folder",
                   note="Then `assay tasks build SUITE` builds the images and `assay tasks check SUITE` runs the "
                        "oracles. The domain's score is the verifier's reward metric --reward-key (in [0, 1]).")
     harbor.add_argument("paths", nargs="+", metavar="PATH", help="a Harbor task folder, or a folder of them")
@@ -80,7 +79,8 @@ def register(subparsers) -> None:
         description="Build each Harbor task's image from its Dockerfile: the base from Debian's archive "
                     "(mmdebstrap), then every RUN/COPY/WORKDIR replayed (apt-get reaches Debian's archive, pip "
                     "PyPI). Cached in $ASSAY_IMAGE_CACHE, else $ASSAY_HOME/images; a cached image is not rebuilt.")
-    with_examples(build, "assay tasks build my_suite", "assay tasks build ./tb-tasks/hello-world --json")
+    with_examples(build, "assay tasks build ./my_tasks", "assay tasks build ./my_tasks/count_lines --json",
+                  note="An imported suite is named as such: `assay tasks build SUITE`.")
     build.add_argument("dir", metavar="DIR|SUITE", help="a suite, one task folder, or an imported suite's name")
     add_json_flag(build)
     build.set_defaults(handler=build_images)
@@ -90,7 +90,7 @@ def register(subparsers) -> None:
         description="Write NEW: one Harbor task folder per older-format task of OLD (same instruction, files at "
                     "/app of a debian:bookworm-slim image with python3, oracle, hidden tests, limits). The tests "
                     "run on a fresh copy of the image holding only the agent's /app, as before.")
-    with_examples(migrate, "assay tasks migrate ./my_tasks ./my_tasks_harbor")
+    with_examples(migrate, "assay tasks migrate ./old_tasks ./old_tasks_harbor")
     migrate.add_argument("old", metavar="OLD", help="a suite (or one task folder) of the older format")
     migrate.add_argument("new", metavar="NEW", help="the folder to write (must not exist)")
     migrate.add_argument("--org", default="assay", help="the org of the tasks' [task] name (org/task)")

@@ -1,10 +1,13 @@
 """Self-check of the built-in terminal task suite (domains/builtin/terminal_tasks/).
 
-For every task folder, each in fresh temporary folders:
-- task.yaml follows the task format (instruction required; max_turns, timeout_s, tags, difficulty);
-- the oracle: files/ copied to an episode folder, ``bash solution.sh`` run there, then tests/
-  copied elsewhere (read-only) and ``bash <copy>/run.sh`` run with cwd = the episode folder: must pass;
-- doing nothing: the same hidden tests on the untouched files/: must fail;
+The suite is in Harbor's task format (task.toml, instruction.md, environment/Dockerfile and
+environment/files/, tests/run.sh behind tests/test.sh, solution/solve.sh). For every task folder,
+each in fresh temporary folders:
+- the folder follows the format (task.toml read by Assay's typed model; a difficulty in [metadata]);
+- the oracle: environment/files/ copied to an episode folder, ``bash solution/solve.sh`` run there,
+  then tests/ copied elsewhere (read-only) and ``bash <copy>/run.sh`` run with cwd = the episode
+  folder: must pass;
+- doing nothing: the same hidden tests on the untouched files: must fail;
 - every "wrong but plausible" answer in WRONG below (off by one, wrong format, half a fix, the
   answer a lazy one-liner gives, a hard-coded answer): must fail. Every task has at least one.
 
@@ -12,10 +15,10 @@ Plain subprocesses, no sandbox (the terminal runner adds it). Run as root, every
 runs as the unprivileged uid 65534 with the sandbox's environment, and the test sees the tests and
 the episode folder read-only, so a test that writes beside itself or into the episode fails here.
 
-``--sandbox`` also runs each oracle and the do-nothing episode inside the project's bubblewrap
-sandbox (sandbox.runner: no /etc, a tmpfs scratch), so an oracle that needs a tool the sandbox
-lacks shows up (awk, a symlink into /etc/alternatives on Debian, is one). There the episode and a
-copy of tests/ share the one scratch folder, so it checks the tools, not the hiding of the tests.
+``--sandbox`` also runs each oracle and the do-nothing episode as the domain does (the task's
+image, built offline from its Dockerfile, under bubblewrap; the verifier on a fresh copy holding
+only /app: ``domains.task_folder.check_task``), so an oracle that needs a tool the image lacks
+shows up.
 
 Not a pytest module on purpose (it runs ~150 episodes):
 ``python tests/domains/terminal_tasks_selfcheck.py [-v] [--sandbox] [TASK ...]``
@@ -31,12 +34,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[2]
 SUITE = REPO / "domains" / "builtin" / "terminal_tasks"
 DIFFICULTIES = {"very_easy", "easy", "medium", "hard"}
-TASK_KEYS = {"instruction", "max_turns", "timeout_s", "tags", "difficulty"}
+REQUIRED = ("task.toml", "instruction.md", "solution/solve.sh", "tests/run.sh", "tests/test.sh",
+            "environment/Dockerfile")
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 NOBODY = 65534
 STEP_TIMEOUT_S = 120
@@ -219,9 +221,9 @@ EOF""",
 
 def _oracle_variant(task: str, old: str, new: str) -> str:
     """The task's oracle with one string replaced: a near-miss answer."""
-    text = (SUITE / task / "solution.sh").read_text()
+    text = (SUITE / task / "solution" / "solve.sh").read_text()
     if old not in text:
-        raise SystemExit(f"selfcheck: {old!r} not in {task}/solution.sh; update WRONG")
+        raise SystemExit(f"selfcheck: {old!r} not in {task}/solution/solve.sh; update WRONG")
     return text.replace(old, new)
 
 
@@ -241,32 +243,36 @@ WRONG["write_rpn_calculator"]["unknown tokens skipped"] = _oracle_variant(
     "write_rpn_calculator", 'raise ValueError(f"unknown token {token}")', "pass")
 
 
-def check_task_yaml(folder: Path) -> list[str]:
-    """Problems with the folder's layout and task.yaml, per the task format."""
-    problems = []
-    for required in ("task.yaml", "solution.sh", "tests/run.sh"):
-        if not (folder / required).is_file():
-            problems.append(f"missing {required}")
-    if not (folder / "files").is_dir():
-        problems.append("missing files/ (keep a .keep file when the task starts empty)")
+def _repo_on_path() -> None:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # runnable as a plain script, without PYTHONPATH
+
+
+def check_format(folder: Path) -> list[str]:
+    """Problems with the folder's layout and task.toml, per Harbor's task format."""
+    _repo_on_path()
+    from domains.importers.harbor_config import HarborConfigError, parse_task_toml
+
+    problems = [f"missing {required}" for required in REQUIRED if not (folder / required).is_file()]
+    if not (folder / "environment" / "files").is_dir():
+        problems.append("missing environment/files/ (keep a .keep file when the task starts empty)")
     try:
-        spec = yaml.safe_load((folder / "task.yaml").read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        return problems + [f"task.yaml: {exc}"]
-    if not isinstance(spec, dict):
-        return problems + ["task.yaml is not a mapping"]
-    if set(spec) - TASK_KEYS:
-        problems.append(f"unknown keys {sorted(set(spec) - TASK_KEYS)}")
-    if not isinstance(spec.get("instruction"), str) or not spec["instruction"].strip():
-        problems.append("instruction missing or empty")
-    for key in ("max_turns", "timeout_s"):
-        if key in spec and (not isinstance(spec[key], int) or spec[key] <= 0):
-            problems.append(f"{key} must be a positive integer, got {spec[key]!r}")
-    if not isinstance(spec.get("tags", []), list):
-        problems.append("tags must be a list")
-    if spec.get("difficulty") not in DIFFICULTIES:
-        problems.append(f"difficulty {spec.get('difficulty')!r} not in {sorted(DIFFICULTIES)}")
+        config = parse_task_toml(folder / "task.toml")
+    except HarborConfigError as exc:
+        return problems + [str(exc)]
+    if config.unknown_keys:
+        problems.append(f"unknown keys {config.unknown_keys}")
+    if not (folder / "instruction.md").is_file() or not (folder / "instruction.md").read_text().strip():
+        problems.append("instruction.md missing or empty")
+    if config.metadata.get("difficulty") not in DIFFICULTIES:
+        problems.append(f"difficulty {config.metadata.get('difficulty')!r} not in {sorted(DIFFICULTIES)}")
     return problems
+
+
+def difficulty_of(folder: Path) -> str:
+    import tomllib
+
+    return str(tomllib.loads((folder / "task.toml").read_text()).get("metadata", {}).get("difficulty", "?"))
 
 
 def _as_nobody() -> list[str]:
@@ -281,7 +287,7 @@ def run_episode(folder: Path, agent_script: str | None) -> tuple[int | None, int
             tempfile.TemporaryDirectory(prefix="tt-hidden-") as hidden_root:
         root = Path(episode_root)
         work = root / "work"
-        shutil.copytree(folder / "files", work, symlinks=True)
+        shutil.copytree(folder / "environment" / "files", work, symlinks=True)
         (work / ".keep").unlink(missing_ok=True)
         prefix = _as_nobody()
         agent_status = None
@@ -311,31 +317,21 @@ def run_episode(folder: Path, agent_script: str | None) -> tuple[int | None, int
         return agent_status, test.returncode, (test.stdout + test.stderr).strip()
 
 
-def run_in_project_sandbox(folder: Path, oracle: bool) -> tuple[bool, str]:
-    """(hidden test passed, output) for the oracle or do-nothing run inside sandbox.runner's bubblewrap."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))  # runnable as a plain script, without PYTHONPATH
-    from sandbox.limits import Limits
-    from sandbox.runner import default_sandbox
+def run_in_project_sandbox(folder: Path) -> dict:
+    """The domain's own check of the task (its image, bubblewrap, the separate verifier):
+    ``{"oracle_passed", "do_nothing_failed", "detail"}``."""
+    _repo_on_path()
+    from domains.task_folder import check_task as domain_check, load_task
 
-    files = {str(p.relative_to(folder / "files")): p.read_bytes() for p in (folder / "files").rglob("*")
-             if p.is_file() and p.name != ".keep"}
-    files.update({f"_selfcheck_tests/{p.relative_to(folder / 'tests')}": p.read_bytes()
-                  for p in (folder / "tests").rglob("*") if p.is_file()})
-    files["_selfcheck_oracle.sh"] = (folder / "solution.sh").read_bytes()
-    agent = "bash _selfcheck_oracle.sh >&2; " if oracle else ""
-    script = agent + "rm _selfcheck_oracle.sh && mv _selfcheck_tests .selfcheck_tests && bash .selfcheck_tests/run.sh"
-    result = default_sandbox().run_command(["bash", "-c", script], files=files,
-                                           limits=Limits(cpu_s=60.0, wall_s=120.0, memory_mb=1024))
-    return result.returncode == 0, (result.stdout + result.stderr).strip()
+    return domain_check(load_task(folder))
 
 
 def check_task(folder: Path, in_sandbox: bool = False) -> list[tuple[str, bool, str]]:
     """[(check, ok, detail)] for one task."""
-    results = [("format", not (problems := check_task_yaml(folder)), "; ".join(problems))]
+    results = [("format", not (problems := check_format(folder)), "; ".join(problems))]
     if problems:
         return results
-    oracle_status, verdict, output = run_episode(folder, (folder / "solution.sh").read_text())
+    oracle_status, verdict, output = run_episode(folder, (folder / "solution" / "solve.sh").read_text())
     results.append(("oracle passes", oracle_status == 0 and verdict == 0,
                     f"solution exit {oracle_status}, test exit {verdict}: {output[-300:]}"))
     _, verdict, output = run_episode(folder, None)
@@ -346,17 +342,16 @@ def check_task(folder: Path, in_sandbox: bool = False) -> list[tuple[str, bool, 
         _, verdict, output = run_episode(folder, script)
         results.append((f"wrong fails: {label}", verdict != 0, output[-200:]))
     if in_sandbox:
-        solved, output = run_in_project_sandbox(folder, oracle=True)
-        results.append(("sandbox: oracle passes", solved, output[-300:]))
-        solved, output = run_in_project_sandbox(folder, oracle=False)
-        results.append(("sandbox: do-nothing fails", not solved, output[-200:]))
+        checked = run_in_project_sandbox(folder)
+        results.append(("sandbox: oracle passes", checked["oracle_passed"], checked["detail"][-300:]))
+        results.append(("sandbox: do-nothing fails", checked["do_nothing_failed"], checked["detail"][-200:]))
     return results
 
 
 def main(argv: list[str]) -> int:
     verbose, in_sandbox = "-v" in argv, "--sandbox" in argv
     argv = [a for a in argv if a not in ("-v", "--sandbox")]
-    folders = sorted(p for p in SUITE.iterdir() if (p / "task.yaml").is_file())
+    folders = sorted(p for p in SUITE.iterdir() if (p / "task.toml").is_file())
     if argv:
         unknown = set(argv) - {p.name for p in folders}
         if unknown:
@@ -377,7 +372,7 @@ def main(argv: list[str]) -> int:
         wrong = [ok for name, ok, _ in results if name.startswith("wrong fails")]
         boxed = [ok for name, ok, _ in results if name.startswith("sandbox:")]
         sandbox = ("ok" if all(boxed) else "BROKEN") if boxed else "-"
-        difficulty = (yaml.safe_load((folder / "task.yaml").read_text()) or {}).get("difficulty", "?")
+        difficulty = difficulty_of(folder)
         print(f"{folder.name:28} {str(difficulty):10} {'pass' if by_name.get('oracle passes') else 'FAIL':7} "
               f"{'fails' if by_name.get('do-nothing fails') else 'PASSES':8} {sum(wrong)}/{len(wrong):<5} "
               f"{sandbox:8} {'ok' if not bad else 'BROKEN'}")

@@ -9,7 +9,8 @@ pairs` then `assay reward train`, is one test running them in order), so xdist s
 its workers. Each runs in its own copy of the home of the README's smoke run (the first demo
 example; the session runs it once for every test that checks it, tests/conftest.py's smoke_run),
 in the state the smoke run left whatever ran before it, from a working folder holding a copy of
-two shipped terminal tasks as the user's ``./my_tasks``. The demo's next steps run in the smoke
+two shipped terminal tasks as the user's ``./my_tasks`` (Harbor's format) and a suite of Assay's
+older format as ``./old_tasks``. The demo's next steps run in the smoke
 run's home itself, which they only read.
 """
 
@@ -101,8 +102,11 @@ def test_every_example_is_run_by_one_test():
 
 
 def _work_folder(path: Path) -> Path:
+    from tests.conftest import write_task_suite
+
     for task in ("count_lines", "create_hello_file"):
         shutil.copytree(REPO / "domains" / "builtin" / "terminal_tasks" / task, path / "my_tasks" / task)
+    write_task_suite(path, "old_tasks")  # a suite of Assay's older format, for `assay tasks migrate`
     return path
 
 

@@ -59,16 +59,17 @@ def tokenizer(tiny_home):
     return load_tokenizer("tiny", tiny_home)
 
 
-def _task(name: str, tmp_path: Path, **overrides):
-    import yaml
+def _task(name: str, tmp_path: Path, max_turns: int | None = None):
+    """A built-in task (Harbor's format: it runs on its image), copied, with ``max_turns`` changed."""
+    import re
 
     from domains.task_folder import load_task
 
     folder = tmp_path / name
     shutil.copytree(TASKS / name, folder)
-    spec = yaml.safe_load((folder / "task.yaml").read_text())
-    spec.update(overrides)
-    (folder / "task.yaml").write_text(yaml.safe_dump(spec))
+    if max_turns is not None:
+        toml = folder / "task.toml"
+        toml.write_text(re.sub(r"(?m)^max_turns = \d+$", f"max_turns = {max_turns}", toml.read_text()))
     return load_task(folder)
 
 
