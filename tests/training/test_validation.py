@@ -199,3 +199,195 @@ def test_forgetting_reweight_raises_the_domains_share_bounded_until_it_recovers(
     assert shares == pytest.approx([0.5, 2 / 3, 2 / 3, 0.75, 0.75, 0.5, 0.5])
     assert config.fingerprint() != _forgetting_config("warn", "x", domains=("fading", "steady"), max_steps=10,
                                                       mixture={"strategy": "uniform"}).fingerprint()
+
+
+# -- curriculum: solved items leave the pool, a plateau re-measures ----------------------------------
+
+
+def _curriculum_domain(flip_at: int, batches: list[list[str]]) -> Domain:
+    """Train items of known difficulty (kind by index: always, never, coin: passes on an even-length
+    completion); held-out items score 0.5 at every validation (a plateau). From validation ``flip_at``
+    (1 = step 0) the 'always' items fail: the policy has lost what it solved. ``batches`` records the
+    train item ids of every scoring call."""
+    calls = {"eval": 0}
+    kinds = ("always", "never", "coin")
+
+    def samples(split, n, seed):
+        for i in range(n):
+            yield {"id": f"curric-{split}-{i:03d}", "prompt": f"Say something {i}:", "answer": "x",
+                   "metadata": {"kind": kinds[i % 3]}}
+
+    def score(completion, sample):
+        kind = sample["metadata"]["kind"]
+        if kind == "always":
+            return 0.0 if calls["eval"] >= flip_at else 1.0
+        return 1.0 if kind == "coin" and len(completion) % 2 == 0 else 0.0
+
+    def score_many(completions, samples_):
+        if samples_ and "-eval-" in samples_[0]["id"]:
+            calls["eval"] += 1
+            return [0.5] * len(samples_)
+        batches.append([s["id"] for s in samples_])
+        return [score(c, s) for c, s in zip(completions, samples_)]
+
+    return Domain(name="curric", owner="t", description="items of known difficulty", samples=samples, score=score,
+                  score_many=score_many)
+
+
+def test_solved_items_leave_the_pool_and_a_plateau_re_measures_pass_rates(tiny_home):
+    from mlflow.tracking import MlflowClient
+
+    from assets.learnability_rates import measure_for_training
+
+    batches: list[list[str]] = []
+    registry = _registry(_curriculum_domain(flip_at=3, batches=batches))
+    config = load_recipe("tiny", domains=["curric"], max_steps=4, run_name="curriculum", train_samples_per_domain=30,
+                         num_generations=8, prompts_per_step=3, max_completion_length=8,
+                         mixture={"items": "learnability", "retire_solved": True},
+                         validation={"eval_every": 1, "items": 6, "watch": [], "replateau_steps": 2})
+    lake = open_lake(write=True)
+    measure_for_training(lake, lake.mlflow_uri, config, registry=registry, allow_generate=True, backend="torch",
+                         progress=False)
+    batches.clear()  # what training scores from here on: rollouts, then the re-measure
+    notes: list[str] = []
+    result = _train(config, registry, notes)
+
+    always = {f"curric-train-{i:03d}" for i in range(0, 30, 3)}
+    remeasure_at = next(i for i, batch in enumerate(batches) if len(batch) == 30 * 8)
+    assert sorted(set(batches[remeasure_at])) == sorted(f"curric-train-{i:03d}" for i in range(30))
+    drawn_before = {item for batch in batches[:remeasure_at] for item in batch}
+    assert drawn_before and not drawn_before & always  # retired as solved: never drawn while retired
+
+    first = result.validation["remeasures"][0]
+    assert (first["step"], first["items"], first["solved_before"], first["solved_after"]) == (2, 30, 10, 0)
+    assert first["mean_after"] < first["mean_before"] and first["moved"] >= 10  # the 'always' items fell to 0
+    line = next(n for n in notes if n.startswith("curriculum: curric's validation set no new best for 2 steps"))
+    assert "re-measured its 30 train items' pass rates on the policy at step 2 (K=8)" in line
+    assert "solved (out of the pool) 10 -> 0" in line
+    client = MlflowClient(tracking_uri=lake.mlflow_uri)
+    solved = _series(client, result.mlflow_run_id, "solved/curric")
+    assert solved[1] == 10.0 and solved[2] == 0.0
+    overall = {h["step"]: h for h in result.history if h["domain"] == "_all"}
+    assert overall[2]["remeasure_s"] > 0 and overall[1]["remeasure_s"] is None
+    state = json.loads((lake.home / "runs" / "curriculum" / "state.json").read_text())
+    passes = state["sampler"]["estimates"]["passes"]["curric"]
+    assert all(passes[i] < 0.5 for i in range(0, 30, 3))  # the re-measure replaced their evidence
+
+
+# -- the pure pieces ----------------------------------------------------------------------------------
+
+
+def test_judge_flags_only_significant_drops_after_bh_and_never_gains():
+    from training.forgetting import judge
+
+    start = {"a": {str(i): 1.0 for i in range(12)}, "b": {str(i): 0.0 for i in range(12)},
+             "c": {str(i): 1.0 for i in range(12)}}
+    now = {"a": {str(i): 0.0 for i in range(12)},              # 12 lost: p = 2^-12
+           "b": {str(i): 1.0 for i in range(12)},              # 12 gained: never a flag
+           "c": {str(i): 0.0 if i < 3 else 1.0 for i in range(12)}}  # 3 lost: p = 1/8, q over 3 domains
+    results = {r.domain: r for r in judge(4, start, now, {"a", "b"}, q_level=0.05)}
+    assert results["a"].flagged and results["a"].p == pytest.approx(0.5 ** 12) and results["a"].trained
+    assert results["a"].q == pytest.approx(3 * 0.5 ** 12)  # BH: the smallest of 3 p-values times 3
+    assert not results["b"].flagged and results["b"].delta == 1.0 and results["b"].p == 1.0
+    assert not results["c"].flagged and results["c"].p == pytest.approx(0.125) and not results["c"].trained
+    assert "FORGETTING" in results["a"].describe() and "12 items lost" in results["a"].describe()
+    assert json.loads(json.dumps(results["a"].evidence())) == results["a"].evidence()
+    [baseline] = judge(0, start, {"a": start["a"]}, {"a"}, q_level=0.05)  # step 0: a score, no test
+    assert baseline.q is None and not baseline.flagged and "step-0 baseline" in baseline.describe()
+
+
+def test_boosts_grow_while_flagged_stay_bounded_and_skip_watched_domains():
+    from training.forgetting import DomainValidation, next_boosts
+
+    def flagged(domain, trained=True):
+        return DomainValidation(domain, 4, 0.1, 12, trained, start=0.9, delta=-0.8, q=0.001, flagged=True)
+
+    results = [flagged("a"), flagged("watched", trained=False), DomainValidation("b", 4, 0.5, 12, True)]
+    assert next_boosts({}, results, factor=2, cap=3) == {"a": 2.0}
+    assert next_boosts({"a": 2.0, "b": 2.0}, results, factor=2, cap=3) == {"a": 3.0}  # capped; b recovered
+    with pytest.raises(ValueError):
+        next_boosts({}, results, factor=1, cap=3)
+
+
+def test_a_plateau_counts_from_the_last_best_or_re_measure():
+    from training.forgetting import plateaued
+
+    record = {"best": 0.5, "since": 0}
+    assert not plateaued(record, 2, 0.5, 4) and not plateaued(record, 3, 0.4, 4)
+    assert plateaued(record, 4, 0.5, 4)
+    record["since"] = 4  # re-measured
+    assert not plateaued(record, 6, 0.5, 4) and not plateaued(record, 7, 0.6, 4) and record["since"] == 7
+    assert not plateaued({"best": 0.5, "since": 0}, 100, 0.5, 0)  # 0: never
+
+
+def test_mixture_boosts_change_only_later_draws_and_replay_after_a_resume():
+    from training.config import MixtureConfig
+    from training.mixture import DomainMixture
+
+    rows = {d: [{"id": f"{d}{i}"} for i in range(5)] for d in ("a", "b", "c")}
+    config = MixtureConfig(strategy="uniform")
+
+    def draws(mixture, steps):
+        return [[p.row["id"] for p in mixture.draw(s, 4)] for s in steps]
+
+    plain = DomainMixture(rows, config, seed=7)
+    boosted = DomainMixture(rows, config, seed=7)
+    before = draws(boosted, range(10))
+    boosted.boost(10, {"b": 4.0})
+    after = draws(boosted, range(10, 60))
+    assert before == draws(plain, range(10))  # earlier steps are what they were
+    assert sum(i.startswith("b") for step in after for i in step) > 0.5 * 4 * 50  # p(b) = 4/6 from step 10
+    boosted.boost(60, {})
+    assert boosted.probabilities_at(60) == plain.probabilities and boosted.probabilities_at(30)["b"] == pytest.approx(4 / 6)
+
+    tail = draws(boosted, range(60, 80))
+    resumed = DomainMixture(rows, config, seed=7)  # a resumed run: the saved schedule, replayed from step 0
+    resumed.load_state_dict(boosted.state_dict())
+    assert draws(resumed, range(40, 80)) == after[30:] + tail
+
+
+def test_retired_items_are_never_drawn_until_a_re_measure_brings_them_back():
+    from training.config import MixtureConfig
+    from training.learnability import PassRateTracker
+    from training.mixture import DomainMixture
+
+    rows = {"a": [{"id": f"a{i}"} for i in range(6)]}
+    tracker = PassRateTracker({"a": [1.0, 1.0, 0.5, 0.5, 0.0, 0.3]}, 8, floor=0.01, solved_at=0.95)
+    mixture = DomainMixture(rows, MixtureConfig(items="learnability", retire_solved=True), seed=0, pass_rates=tracker)
+    drawn = {p.row["id"] for s in range(400) for p in mixture.draw(s, 1)}
+    assert drawn.isdisjoint({"a0", "a1"}) and {"a2", "a3", "a5"} <= drawn
+    assert tracker.summary()["a"]["solved"] == 2.0 and tracker.weight("a", 0) == 0.0
+    tracker.reset("a", 0, 2, 8)  # measured again: it fails now
+    assert not tracker.solved("a", 0) and tracker.learnable("a", 0)
+    assert "a0" in {p.row["id"] for s in range(400, 800) for p in mixture.draw(s, 1)}
+
+
+def test_the_recipe_refuses_validation_settings_that_cannot_work_and_says_how_to_fix_them():
+    from training.config import RecipeError
+
+    with pytest.raises(RecipeError, match="replateau_steps re-measures per-item pass rates.*mixture.items: learnability"):
+        load_recipe("tiny", validation={"replateau_steps": 5})
+    with pytest.raises(RecipeError, match="retire_solved needs per-item pass rates"):
+        load_recipe("tiny", mixture={"retire_solved": True})
+    with pytest.raises(RecipeError, match="eval_every is 0.*forgetting 'stop'"):
+        load_recipe("tiny", validation={"eval_every": 0, "forgetting": "stop"})
+    with pytest.raises(RecipeError, match="reweight_max .* must be >= validation.reweight_factor"):
+        load_recipe("tiny", validation={"reweight_factor": 3, "reweight_max": 2})
+    with pytest.raises(RecipeError, match="forgetting"):
+        load_recipe("tiny", validation={"forgetting": "panic"})
+    assert load_recipe("tiny", max_steps=45).validation.every(45) == 5  # unset: a tenth of the run, rounded up
+    assert load_recipe("tiny", validation={"eval_every": 0}).validation.every(20) == 0
+    # watching is not the run's identity; feeding back into training is
+    tiny = load_recipe("tiny")
+    assert load_recipe("tiny", validation={"eval_every": 3, "forgetting": "stop"}).fingerprint() == tiny.fingerprint()
+    assert load_recipe("tiny", validation={"forgetting": "reweight"}).fingerprint() != tiny.fingerprint()
+
+
+def test_an_unknown_watched_domain_is_refused_before_training(tiny_home):
+    from domains import UnknownDomainError
+
+    registry = _registry(Domain(name="steady", owner="t", description="d", samples=_samples("steady"),
+                                score=_digit_share))
+    with pytest.raises(UnknownDomainError, match="unknown domain 'nope'"):
+        _train(load_recipe("tiny", domains=["steady"], max_steps=1, run_name="w", validation={"watch": ["nope"]}),
+               registry)
