@@ -27,6 +27,11 @@ checks on a small sample of each split and reports each one with a human-readabl
   sprays, two-answer hedges, echoes, fig-leaf refusals...; plus the domain's own ``attacks``)
   scores above 0 on ``ATTACK_ITEMS`` eval items whose reference scores 1.0. A policy under RL finds
   such a reward within tens of steps, so this blocks training like the others.
+- ``recall``: correct answers in other forms the prompt allows, built from the reference
+  (:mod:`quality.report_card.recall`: ``$7$``, ``7.0``, ``1,795``, ``yes`` for ``Yes``, reasoning
+  before the marker, ..., plus the domain's own ``equivalents``), on the same eval items, are paid
+  at the domain's recall bar (``gate_thresholds["min_recall"]``, default 0.99): the false-negative
+  side of the verifier, which ``reward_attacks`` cannot see.
 - ``hack_corpus``: every hack the budgeted search once found for this domain and kept in the lake
   (:mod:`quality.report_card.hack_corpus`; the caller reads the rows and passes them as
   ``corpus_rows``) scores 0 again on the sample it was found on: a hole once found stays closed.
@@ -432,6 +437,30 @@ def _check_hack_corpus(domain: Domain, rows: Sequence[dict]) -> CheckResult:
                           f"(`assay domains report {domain.name}` shows the search)")
 
 
+def _check_recall(domain: Domain, samples: list[dict]) -> CheckResult:
+    """Correct answers in other forms the prompt allows (:mod:`quality.report_card.recall`) are paid
+    at the domain's recall bar: a verifier that refuses right answers trains the policy away from
+    them, the mirror image of a paid hack."""
+    from quality.report_card.card import min_recall
+    from quality.report_card.recall import measure_recall
+
+    report = measure_recall(domain, samples=samples)
+    if report.error:
+        return _result(False, f"scoring the recall probes raised: {report.error}")
+    if report.recall is None:
+        return _result(True, "no equivalence family applies to these items (nothing to check)")
+    bar = min_recall(domain)
+    low, high = report.interval
+    shown = f"{report.paid}/{report.candidates} correct answers in other forms paid (recall {report.recall:.3f}, " \
+            f"95% [{low:.3f}, {high:.3f}])"
+    if report.recall < bar:
+        miss = report.misses[0] if report.misses else {}
+        return _result(False, f"{shown}, below the bar {bar:.3f}; worst family {report.worst_family}, e.g. "
+                              f"{_short(str(miss.get('completion', '')))} scored {miss.get('score', 0.0):.2f}; "
+                              f"run `assay domains report {domain.name}` for the details")
+    return _result(True, shown)
+
+
 @dataclass
 class _Inputs:
     """What the checks read: the samples of each split (each generated twice), the seeded generator
@@ -457,6 +486,7 @@ SCORER_CHECKS: dict[str, Callable[[_Inputs], CheckResult]] = {
     "splits_disjoint": lambda s: _check_disjoint(s.train, s.evals),
     "fuzz_never_raises": lambda s: _check_fuzz(s.domain, s.both, s.rng),
     "reward_attacks": lambda s: _check_attacks(s.domain, s.evals[:attack_items(s.domain)]),
+    "recall": lambda s: _check_recall(s.domain, s.evals[:attack_items(s.domain)]),
     "hack_corpus": lambda s: _check_hack_corpus(s.domain, s.corpus_rows),
 }
 CHECK_NAMES = tuple(SCORER_CHECKS)

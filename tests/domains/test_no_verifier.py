@@ -41,9 +41,15 @@ def test_no_verifier_needs_a_learned_reward_that_is_the_whole_reward():
         Domain(name="open_x", owner="o", description="d", samples=_samples)
     with pytest.raises(DomainError, match="weight must be 1.0"):
         Domain(name="open_x", owner="o", description="d", samples=_samples, learned_reward=LearnedReward(weight=0.5))
-    with pytest.raises(DomainError, match="score_many, episode_task and attacks need one"):
+    with pytest.raises(DomainError, match="score_many, episode_task, attacks and equivalents need one"):
         Domain(name="open_x", owner="o", description="d", samples=_samples, learned_reward=LearnedReward(),
                attacks=lambda sample: {})
+    with pytest.raises(DomainError, match="equivalents need one"):
+        Domain(name="open_x", owner="o", description="d", samples=_samples, learned_reward=LearnedReward(),
+               equivalents=lambda sample: {})
+    with pytest.raises(DomainError, match="equivalents must be a callable"):
+        Domain(name="open_x", owner="o", description="d", samples=_samples, score=lambda c, s: 0.0,
+               equivalents=["1,000"])
     with pytest.raises(DomainError, match="score must be a callable"):
         Domain(name="open_x", owner="o", description="d", samples=_samples, score="exact")
     domain = Domain(name="open_x", owner="o", description="d", samples=_samples, learned_reward=LearnedReward())

@@ -186,3 +186,22 @@ def test_the_self_test_names_its_checks_once_and_returns_them_as_a_dataclass():
         {name: c["passed"] for name, c in as_dict["checks"].items()}
     broken = run_self_test(make(score=lambda c, s: 0.0), n=5)
     assert "reference_scores_1" in broken.failed and broken.as_dict()["passed"] is False
+
+
+def test_a_scorer_that_refuses_right_answers_in_other_forms_fails_recall():
+    """The false-negative side: '1,017' or 'Answer: 1017.0' for 1017 is right, and a verifier
+    comparing the last word as a string refuses it; every other check passes."""
+    def exact_last_word(completion, sample):
+        words = completion.replace("Answer:", " ").strip().split()
+        return 1.0 if words and words[-1] == sample["answer"] else 0.0
+
+    def asks_for_a_line(split, n, seed):  # the format the generic recall families follow
+        for row in _samples(split, n, seed):
+            yield {**row, "prompt": row["prompt"] + " Finish with a line 'Answer: <number>'."}
+
+    result = check_domain(make(name="toy_exact", samples=asks_for_a_line, score=exact_last_word), n=6)
+    assert failed_checks(result) == {"recall"}, result["checks"]
+    assert "below the bar 0.990" in result["checks"]["recall"]["detail"]
+    lax = check_domain(make(name="toy_exact", samples=asks_for_a_line, score=exact_last_word,
+                            gate_thresholds={"min_recall": 0.0}), n=6)
+    assert lax["passed"], lax["checks"]
