@@ -13,6 +13,12 @@ IS_ROOT = os.geteuid() == 0
 
 needs_bwrap = pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed (`make install` installs it as root)")
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="uid switching (and RLIMIT_NPROC per uid) needs root")
+HAS_MMDEBSTRAP = shutil.which("mmdebstrap") is not None
+# images of Harbor tasks: built as root from Debian's archive (the first build on a machine takes a
+# minute; tests share ASSAY_IMAGE_CACHE, tests/conftest.py), run with id-mapped overlay mounts
+needs_images = pytest.mark.skipif(not (IS_ROOT and HAS_BWRAP and HAS_MMDEBSTRAP),
+                                  reason="image builds and runs need root, bubblewrap and mmdebstrap "
+                                         "(`make system-deps` as root)")
 
 
 def pids_with_cmdline(marker: str) -> list[int]:
