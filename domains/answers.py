@@ -364,13 +364,19 @@ _AROUND_PUNCTUATION = re.compile(r"\s*([,;:\[\](){}])\s*")
 
 def exact_number(span: str | None, *, grouping: bool = True) -> Fraction | None:
     """The one number a span states exactly, as a rational: '1170', '1170.0', '1,795' (with
-    ``grouping``), '-3/4', '0.25'; None for anything else (words, lists, '007', '1e3', '1,79')."""
+    ``grouping``), '-3/4', '0.25'; None for anything else (words, lists, '007', '1e3', '1,79', and a
+    fraction not in lowest terms, '6/8' or '5/1': the form a task may be asking for)."""
     if not isinstance(span, str):
         return None
     text = unicodedata.normalize("NFKC", span).replace("\u2212", "-").strip()
     fraction = _EXACT_FRACTION.fullmatch(text)
     if fraction:
-        return Fraction(int(fraction.group(1)), int(fraction.group(2)))
+        numerator, denominator = int(fraction.group(1)), int(fraction.group(2))
+        # a fraction not in lowest terms is not the answer written another way: "10176/20280" is the
+        # question of "simplify 10176/20280" handed back, equal to its answer 424/845 only as a number
+        if denominator == 1 or math.gcd(numerator, denominator) != 1:
+            return None
+        return Fraction(numerator, denominator)
     decimal = _EXACT_DECIMAL.fullmatch(text)
     if not decimal or ("," in decimal.group(2) and not grouping):
         return None

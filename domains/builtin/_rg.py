@@ -147,11 +147,29 @@ ITEM_FILTERS: dict[str, Callable[[dict], bool]] = {
     # sympy leaves their reference unevaluated ("3*Integral(x**3*cos(x), x) + C", ~1 item in 9): the
     # problem restated is no answer (Integral is not allowed in answers, _rg_untrusted_answers)
     "intermediate_integration": lambda entry: "Integral" not in str(reference_answer(entry) or ""),
+    # about 1 item in 15 asks to simplify a fraction already in lowest terms (reduction factor 1): its
+    # answer is the question's fraction handed back, so copying the prompt solves it
+    "fraction_simplification": lambda entry: (entry.get("metadata") or {}).get("reduction_factor", 2) != 1,
 }
+
+
+# a sequence of button labels and nothing else: "A → B → C", "A, B, C", "a b c", "A->B", or the labels
+# run together in capitals ("AABA"); a word is not a sequence of labels
+_BUTTON_SEQUENCE = re.compile(r"[A-Za-z](?:\s*(?:→|->|,)\s*[A-Za-z]|\s+[A-Za-z])*|[A-Z]+")
+
+
+def _quantum_lock_score(answer: str, entry: dict) -> float:
+    # reasoning-gym's quantum_lock reads every letter A-C anywhere in the text, upper-cased, so prose
+    # whose a/b/c letters happen to spell the sequence ("Koti Nufa Zita Vibalo Duto" reads A A B A)
+    # is paid; the answer must be the sequence itself, its labels in any case and separators
+    if not _BUTTON_SEQUENCE.fullmatch((answer or "").strip()):
+        return 0.0
+    return float(scoring_dataset("quantum_lock").score_answer(answer, entry))
 
 
 SCORE_OVERRIDES: dict[str, Callable[[str, dict], float]] = {
     "game_of_life_halting": _strict_bool_score,
+    "quantum_lock": _quantum_lock_score,
     "puzzle24": _puzzle24_score,
     "coin_flip": _coin_flip_score,
     "propositional_logic": _propositional_logic_score,

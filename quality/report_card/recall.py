@@ -117,9 +117,10 @@ class RecallReport:
 
     @property
     def worst_family(self) -> str | None:
-        """The family with the lowest recall (ties: the most tried); None when nothing was tried."""
+        """The family with the lowest recall (ties: the most tried); None when nothing was tried or
+        nothing was refused (naming a family at 100% would point a reader at nothing)."""
         tried = [f for f in self.families if f.tried]
-        if not tried:
+        if not tried or all(f.paid == f.tried for f in tried):
             return None
         return min(tried, key=lambda f: (f.paid / f.tried, -f.tried)).family
 

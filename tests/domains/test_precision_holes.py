@@ -133,3 +133,43 @@ def test_conclusion_defects_follow_the_written_rule(premises, conclusion, defect
     from domains.builtin._rg import conclusion_defect
 
     assert conclusion_defect(conclusion, premises) == defect
+
+
+def test_a_fraction_copied_from_the_question_is_not_its_simplified_form(registry):
+    """'Simplify 10176/20280' is answered 424/845: the unreduced fraction handed back equals it as a
+    number but is the question, not the answer (the exact equivalence must not pay it), while the
+    reduced fraction in other spacing, and a terminating decimal for a decimal reference, still pay."""
+    import re
+
+    from domains.answers import equivalent_answers, exact_number
+
+    domain = registry.get("rg_fraction_simplification")
+    items = domain.generate("eval", 30, seed=0)
+    copies, rights = [], []
+    for item in items:
+        match = re.search(r"(\d+)/(\d+)", item["prompt"]) or re.search(r"frac\{(\d+)\}\{(\d+)\}", item["prompt"])
+        if match:
+            copies.append((f"<answer>{match.group(1)}/{match.group(2)}</answer>", item))
+            rights.append((f"<answer> {item['answer'].replace('/', ' / ')} </answer>", item))
+    assert len(copies) >= 10
+    # no drawn item asks to simplify a fraction already in lowest terms (its answer is in the question)
+    assert all(i["metadata"]["rg_metadata"]["reduction_factor"] != 1 for i in items)
+    assert domain.safe_score_many(*zip(*copies)) == [0.0] * len(copies)
+    assert domain.safe_score_many(*zip(*rights)) == [1.0] * len(rights)
+    assert exact_number("6/8") is None and exact_number("5/1") is None and exact_number("3/4") is not None
+    assert equivalent_answers("3/4", "0.75") and equivalent_answers("0.75", "3/4")
+    assert not equivalent_answers("6/8", "3/4")
+
+
+def test_a_button_sequence_is_read_from_the_sequence_not_from_prose(registry):
+    """reasoning-gym's quantum_lock reads every letter A-C anywhere in the text: prose whose letters
+    spell the sequence was paid. The sequence in any case and separators still pays."""
+    domain = registry.get("rg_quantum_lock")
+    items = domain.generate("eval", 30, seed=0)
+    target = next(i for i in items if i["answer"] == "A → A → B → A")
+    assert domain.safe_score("The answer is Koti Nufa Zita Vibalo Duto.", target) == 0.0
+    assert domain.safe_score("<answer>a bad cab</answer>", target) == 0.0
+    forms = [lambda a: f"<answer>{a}</answer>", lambda a: f"<answer>{a.lower().replace(' → ', ', ')}</answer>",
+             lambda a: "Answer: " + a.replace(" → ", ""), lambda a: f"<answer>{a.replace(' → ', '->')}</answer>"]
+    for form in forms:
+        assert domain.safe_score_many([form(i["answer"]) for i in items], items) == [1.0] * len(items)
