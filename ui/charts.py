@@ -169,10 +169,11 @@ def regression_forest(rows: pl.DataFrame, limit: int = 40) -> alt.Chart:
                                                    title=f"Δ score with 95% CI, {data.height} lowest deltas"))
 
 
-def training_curve(curves: pl.DataFrame, metric: str, title: str, axis: str) -> alt.Chart:
+def training_curve(curves: pl.DataFrame, metric: str, title: str, axis: str, *, points: bool = False) -> alt.Chart:
     """One line per domain over training steps: ``title`` says what is plotted, ``axis`` is the y
-    axis's short "quantity (unit)" (it must fit the axis: the title above carries the rest)."""
-    return alt.Chart(_pandas(curves.drop_nulls(metric))).mark_line().encode(
+    axis's short "quantity (unit)" (it must fit the axis: the title above carries the rest).
+    ``points``: mark each recorded step (a sparse series, e.g. the in-loop validation)."""
+    return alt.Chart(_pandas(curves.drop_nulls(metric))).mark_line(point=points).encode(
         x=alt.X("step:Q", title="training step (optimizer updates)"),
         y=alt.Y(f"{metric}:Q", title=axis, scale=alt.Scale(zero=False)),
         color=alt.Color("domain:N", title="domain"),

@@ -667,6 +667,8 @@ def training_runs(con) -> pl.DataFrame:
 # written before, read as nulls
 TRAINING_LATER_COLUMNS = ("multi_answer_share", "prompt_copy_share", "prompt_copy_reward")
 TRAINING_LEARNED_COLUMNS = ("learned_mean", "score_mean", "reward_hacking")
+# then the in-loop validation (training.validation): held-out score, change since step 0, BH q, flag
+TRAINING_VALIDATION_COLUMNS = ("val_score", "val_delta", "val_q", "forgetting")
 TRAINING_CURVE_COLUMNS = ("step", "domain", "reward_mean", "reward_std", "accuracy", "kl", "loss", "clip_frac",
                           "entropy", "zero_var_frac", "tokens_per_s", "created_at")
 # a domain's hacking share "rises" when its mean over the run's last third of steps exceeds its mean
@@ -682,7 +684,7 @@ def training_curves(con, run_id: str) -> pl.DataFrame:
     if not has_view(con, "training_history"):
         return pl.DataFrame()
     query = "SELECT {} FROM training_history WHERE run_id = $1 ORDER BY step, domain"
-    later = (*TRAINING_LATER_COLUMNS, *TRAINING_LEARNED_COLUMNS)
+    later = (*TRAINING_LATER_COLUMNS, *TRAINING_LEARNED_COLUMNS, *TRAINING_VALIDATION_COLUMNS)
     try:  # named: a view bound by an old first file fails here and is rebound by name (LakeViews)
         frame = _frame(con, query.format(", ".join((*TRAINING_CURVE_COLUMNS, *later))), [run_id])
     except duckdb.BinderException:  # no file of the lake has some of them: written before they existed
@@ -729,6 +731,33 @@ def overoptimised_domains(curves: pl.DataFrame) -> pl.DataFrame:
         (pl.col("reward_hacking") >= 1).sum().alias("flagged_steps"),
         pl.len().alias("judged_steps"))
     return out.filter(pl.col("flagged_steps") > 0).sort("first_step", "domain").cast(schema)
+
+
+def forgotten_domains(curves: pl.DataFrame) -> pl.DataFrame:
+    """Domains the in-loop validation flagged for forgetting in a run (training.forgetting: held-out
+    score significantly below step 0, column ``forgetting`` 1). Columns domain, first_step, last_step,
+    flagged_steps, judged_steps (validations with a test), start (its step-0 score), latest (its last
+    validation score), delta and q (of the last flagged validation), flagged_now (flagged at the run's
+    last validation); domains never flagged are left out."""
+    schema = {"domain": pl.Utf8, "first_step": pl.Int64, "last_step": pl.Int64, "flagged_steps": pl.UInt32,
+              "judged_steps": pl.UInt32, "start": pl.Float64, "latest": pl.Float64, "delta": pl.Float64,
+              "q": pl.Float64, "flagged_now": pl.Boolean}
+    if "forgetting" not in curves.columns or not curves.height:
+        return pl.DataFrame(schema=schema)
+    validated = curves.filter((pl.col("domain") != "_all") & pl.col("val_score").is_not_null()).sort("step")
+    judged = validated.filter(pl.col("forgetting").is_not_null())
+    last_validation = judged["step"].max() if judged.height else None
+    flagged = pl.col("forgetting") >= 1
+    out = judged.group_by("domain").agg(
+        pl.col("step").filter(flagged).min().alias("first_step"),
+        pl.col("step").filter(flagged).max().alias("last_step"),
+        flagged.sum().alias("flagged_steps"), pl.len().alias("judged_steps"),
+        pl.col("val_score").last().alias("latest"),
+        pl.col("val_delta").filter(flagged).last().alias("delta"), pl.col("val_q").filter(flagged).last().alias("q"),
+        ((pl.col("step") == last_validation) & flagged).any().alias("flagged_now"))
+    start = validated.filter(pl.col("step") == 0).select("domain", pl.col("val_score").alias("start"))
+    return (out.filter(pl.col("flagged_steps") > 0).join(start, on="domain", how="left")
+            .select(list(schema)).sort("first_step", "domain").cast(schema))
 
 
 def lake_domains(con, views: Sequence[str] = ("regression",)) -> list[str]:

@@ -502,9 +502,33 @@ def _write_training_run(lake: Lake, spec: SyntheticSpec, names: list[str], rng: 
                 tracker.log_metrics(step, {k: row[k] for k in ("reward_mean", "kl", "accuracy", "zero_var_frac",
                                                                 "tokens_per_s")},
                                     timestamp_ms=int(at.timestamp() * 1000))
+    _add_validation(rows, run_id, trained, names[len(trained)] if len(names) > len(trained) else None,
+                    spec.training_steps, start)
     tracker.finish()
     lake.write_batch("training_history", {"run": run_id}, {"part": _frame(rows, T.TRAINING_HISTORY)})
     return run_id
+
+
+def _add_validation(rows: list[dict], run_id: str, trained: list[str], watched: str | None, steps: int,
+                    start: datetime) -> None:
+    """The in-loop validation (training.validation), invented figures, no rng draw: at step 0 and every
+    2 steps, the trained domains' held-out scores rise; the one watched domain falls and is flagged for
+    forgetting from step 6. A validated domain's row of that step gets the columns; a watched domain,
+    and step 0, have rows of their own with only them, as the trainer writes them."""
+    by_key = {(row["step"], row["domain"]): row for row in rows}
+    for step in range(0, steps + 1, 2):
+        for index, domain in enumerate([*trained, *([watched] if watched else [])]):
+            is_watched = domain == watched
+            first = 0.6 if is_watched else 0.3 + 0.01 * index
+            score = first - 0.03 * step if is_watched else first + 0.02 * step
+            q = (0.004 if step >= 6 else 0.2) if is_watched else 1.0
+            row = by_key.get((step, domain))
+            if row is None:
+                row = {"run_id": run_id, "step": step, "domain": domain, "created_at": _iso(start + timedelta(minutes=step))}
+                rows.append(row)
+            row.update({"val_score": score, "val_n": 50.0,
+                        **({} if step == 0 else {"val_delta": score - first, "val_p": q / 2, "val_q": q,
+                                                  "forgetting": float(is_watched and step >= 6)})})
 
 
 def main(argv: list[str] | None = None) -> None:

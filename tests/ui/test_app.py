@@ -3,6 +3,8 @@ charts and numbers a domain owner relies on (checked against the lake read indep
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 
@@ -106,13 +108,32 @@ def test_training_page_links_the_mlflow_run(lake_env):
     at = _open("training")
     metrics = _metrics(at)
     assert metrics["Steps"] == "6"
-    assert metrics["Domains"] == "4"
+    assert metrics["Domains trained"] == "4" and metrics["Domains validated"] == "5"  # one more watched
     assert metrics["Zero-variance groups (last step)"].endswith("%")
     link = " ".join(m.value for m in at.markdown)
     assert "synth-grpo" in link and f"/runs/{lake_env['run_id']})" in link
-    # reward, accuracy, KL, zero-variance, tokens/s; hedging share, prompt-copy share and copy reward;
-    # the learned reward against the verifier (the synthetic run's third domain has one)
-    assert len(at.get("vega_lite_chart")) == 9
+    # reward, held-out validation, accuracy, KL, zero-variance, tokens/s; hedging share, prompt-copy share
+    # and copy reward; the learned reward against the verifier (the synthetic run's third domain has one)
+    assert len(at.get("vega_lite_chart")) == 10
+
+
+def test_training_page_shows_validation_beside_the_train_reward_and_flags_forgetting(lake_env):
+    """The synthetic run validates its four trained domains and one watched domain every 2 steps; the
+    watched one falls and is flagged from step 6 (ui.synthetic): the validation chart sits next to the
+    train reward, and the forgetting warning names the domain, when, and the evidence."""
+    history = Lake.at(lake_env["home"]).read("training_history")
+    flagged = history.filter(pl.col("forgetting") >= 1)
+    [watched] = flagged["domain"].unique().to_list()
+    assert history.filter((pl.col("domain") == watched) & pl.col("reward_mean").is_not_null()).height == 0
+    at = _open("training")
+    charts = at.get("vega_lite_chart")
+    titles = [json.loads(c.proto.spec)["title"] for c in charts[:2]]
+    assert titles == ["Mean reward per domain (train)", "Held-out validation score"]
+    assert any(s.value == "Forgetting" for s in at.subheader)
+    [warning] = [w.value for w in at.warning if "forgetting flagged" in w.value]
+    assert warning.startswith(f"{watched}: forgetting flagged at 1 of 3 validations, first at step 6, last at step 6 "
+                              "(still flagged at the last validation): held-out score 0.600 at step 0, 0.420 at the "
+                              "last validation (change -0.180 at its last flag, BH q 0.004)"), warning
 
 
 def test_training_page_flags_a_learned_reward_rising_while_its_verifier_falls(lake_env):

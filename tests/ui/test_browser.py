@@ -48,7 +48,8 @@ def test_every_page_in_chromium(lake_env):
                    ["Data quality", "Items lost / gained", "MDE", "Gate pass rate per evaluation",
                     "Difficulty of train items", "Quarantined rows (newest)", "safety@acme", "protected"]),
         "training": ("training", "Zero-variance groups",
-                     ["Tokens/s (median)", "open in MLflow", "synth-grpo", "Mean reward", "KL to reference"]),
+                     ["Tokens/s (median)", "open in MLflow", "synth-grpo", "Mean reward", "KL to reference",
+                      "Held-out validation", "Forgetting"]),
         "regressions": ("regressions", "Domains compared",
                         ["Protected regressions", "Comparison (newest first)", lake_env["checkpoints"][-1]]),
     }

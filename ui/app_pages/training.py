@@ -37,7 +37,7 @@ if not batch.height:  # no batch-level rows: average the domains
     batch = (curves.group_by("step").agg(pl.col("kl", "zero_var_frac", "tokens_per_s").mean())
              .with_columns(pl.lit("mean of domains").alias("domain")).sort("step"))
 
-cols = st.columns(4)
+cols = st.columns(5)
 cols[0].metric("Steps", int(curves["step"].max()))
 last = batch.drop_nulls("zero_var_frac").tail(1)
 cols[1].metric("Zero-variance groups (last step)",
@@ -45,15 +45,17 @@ cols[1].metric("Zero-variance groups (last step)",
                help="share of prompt groups whose samples all got the same reward (no GRPO signal)")
 speed = batch["tokens_per_s"].drop_nulls()
 cols[2].metric("Tokens/s (median)", f"{speed.median():.1f}" if speed.len() else "n/a")
-cols[3].metric("Domains", len(domains))
+trained_domains = curves.filter((pl.col("domain") != "_all") & pl.col("reward_mean").is_not_null())["domain"].unique()
+cols[3].metric("Domains trained", trained_domains.len())
+validated_domains = curves.filter((pl.col("domain") != "_all") & pl.col("val_score").is_not_null())["domain"].unique()
+cols[4].metric("Domains validated", validated_domains.len() if validated_domains.len() else "none",
+               help="trained and watched domains whose held-out items the policy answered during training "
+                    "(recipe validation: section; none in runs recorded before it)")
 
 chosen = st.multiselect("Domains", domains, default=domains[:8], key="training_domains")
 per_domain = curves.filter(pl.col("domain").is_in(chosen)) if chosen else curves.filter(pl.col("domain") != "_all")
-left, right = st.columns(2)
-left.altair_chart(charts.training_curve(per_domain, "reward_mean", "Mean reward per domain", "reward (0-1)"),
-                  width="stretch")
-right.altair_chart(charts.training_curve(per_domain, "accuracy", "Accuracy per domain", "correct (fraction)"),
-                   width="stretch")
+trained = per_domain.filter(pl.col("reward_mean").is_not_null())  # rows of steps a domain was drawn at
+validated = per_domain.filter(pl.col("val_score").is_not_null())  # rows of the in-loop validations
 
 
 def with_total(metric: str) -> pl.DataFrame:
@@ -63,18 +65,50 @@ def with_total(metric: str) -> pl.DataFrame:
     return pl.concat([mine.select("step", "domain", metric), total.select("step", "domain", metric)])
 
 
-left, right = st.columns(2)
+# the train reward and, beside it, the held-out validation (what the sweep will measure), then the rest
+panels = [charts.training_curve(trained, "reward_mean", "Mean reward per domain (train)", "reward (0-1)")]
+if validated.height:
+    panels.append(charts.training_curve(validated, "val_score", "Held-out validation score",
+                                        "score (0-1)", points=True))
+panels.append(charts.training_curve(trained, "accuracy", "Accuracy per domain", "correct (fraction)"))
 kl = with_total("kl")
 if kl.height:
-    left.altair_chart(charts.training_curve(kl, "kl", "KL to reference per domain", "KL (nats/token)"),
-                      width="stretch")
+    panels.append(charts.training_curve(kl, "kl", "KL to reference per domain", "KL (nats/token)"))
 zero_var = with_total("zero_var_frac")
 if zero_var.height:
-    right.altair_chart(charts.training_curve(zero_var, "zero_var_frac", "Zero-variance groups per domain",
-                                             "groups (fraction)"), width="stretch")
+    panels.append(charts.training_curve(zero_var, "zero_var_frac", "Zero-variance groups per domain",
+                                        "groups (fraction)"))
+for start in range(0, len(panels), 2):
+    for column, chart in zip(st.columns(2), panels[start:start + 2]):
+        column.altair_chart(chart, width="stretch")
 if speed.len():
     st.altair_chart(charts.training_curve(batch, "tokens_per_s", "Throughput of completion tokens", "throughput (tokens/s)"),
                     width="stretch")
+
+tags = run.get("tags", {}) if "error" not in run else {}
+stopped_for = set(tags.get("assay.stopped", "").split(","))
+if validated.height:
+    st.subheader("Forgetting")
+    st.caption("At step 0 and every validation.eval_every steps the policy answers a fixed slice of held-out items of "
+               "every trained and watched domain (the protected ones unless the recipe lists them), greedy, through "
+               "the rollout engine; each domain is tested against its step-0 score on the same items (one-sided "
+               "paired test, exact McNemar for pass/fail scores, Benjamini-Hochberg across the validated domains). "
+               "A domain significantly below step 0 is flagged: validation.forgetting warns, stops the run or "
+               "reweights the mixture (training.validation).")
+    if "forgetting" in stopped_for:
+        st.error(f"This run was stopped after step {tags.get('assay.stopped_step', '?')} for forgetting "
+                 "(validation.forgetting: stop); that step's checkpoint is saved. "
+                 f"{tags.get('assay.stop_reason', '')}")
+    forgotten = Q.forgotten_domains(curves)
+    for row in forgotten.iter_rows(named=True):
+        now = "still flagged at the last validation" if row["flagged_now"] else "recovered by the last validation"
+        st.warning(f"{row['domain']}: forgetting flagged at {row['flagged_steps']} of {row['judged_steps']} "
+                   f"validations, first at step {row['first_step']}, last at step {row['last_step']} ({now}): "
+                   f"held-out score {row['start']:.3f} at step 0, {row['latest']:.3f} at the last validation "
+                   f"(change {row['delta']:+.3f} at its last flag, BH q {row['q']:.3g}); sweep the checkpoints and "
+                   "run the regression report before using them.")
+    if not forgotten.height:
+        st.caption("No validated domain fell significantly below its step-0 score in this run.")
 
 st.subheader("Reward-hacking signals")
 signals = per_domain.filter(pl.col("multi_answer_share").is_not_null() | pl.col("prompt_copy_share").is_not_null())
@@ -117,8 +151,7 @@ if learned.height:
                "first window, the learned reward's mean rose and the verifier's fell, each by at least "
                "reward_hacking_min_change with |t| >= 2 (training.overoptimisation); reward_hacking: stop ends "
                "the run there.")
-    tags = run.get("tags", {}) if "error" not in run else {}
-    if tags.get("assay.stopped") == "reward_hacking":
+    if "reward_hacking" in stopped_for:
         st.error(f"This run was stopped after step {tags.get('assay.stopped_step', '?')} for reward hacking "
                  "(reward_hacking: stop); that step's checkpoint is saved. "
                  f"{tags.get('assay.stop_reason', '')}")
