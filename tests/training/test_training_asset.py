@@ -61,6 +61,11 @@ def test_policy_checkpoint_trains_on_the_train_set_and_adds_the_partition(tiny_h
     checkpoint = meta["checkpoint"].value
     assert checkpoint.endswith("-step000002") and meta["steps"].value == 2
     assert set(meta["final_reward"].value) == {"plugged"}
+    # the in-loop validation (the trained domain and the protected one it watches) and its forgetting flags
+    validation = meta["validation"].value
+    assert validation["step"] == 2 and {r["domain"] for r in validation["results"]} == {"plugged", "safety_refusal"}
+    assert meta["forgetting"].value == {"flagged": {}, "flagged_during_run": []}
+    assert "validation" in meta["history"].value
     assert instance.get_dynamic_partitions("checkpoint") == [checkpoint]
     records = Lake.at(tiny_home).read("checkpoints")
     assert records["checkpoint"].to_list() == [checkpoint]
