@@ -293,15 +293,19 @@ def check_task(task) -> dict[str, Any]:
     ``{"task", "oracle_passed", "do_nothing_failed", "ok", "detail"}``."""
     problems = []
     oracle_name = "solve.sh" if getattr(task, "kind", "") == "harbor" else SOLUTION_FILE
-    try:
-        command, verdict = run_task_episode_script(task, task.solution_text, oracle=True)
-        oracle_passed = verdict.passed
-        if not oracle_passed:
-            problems.append(f"the oracle failed the tests ({oracle_name} exit {command.exit_code}, tests exit "
-                            f"{verdict.exit_code}): {_tail(verdict.output)}")
-    except Exception as exc:  # noqa: BLE001 - reported per task
+    if not getattr(task, "has_oracle", True):
         oracle_passed = False
-        problems.append(f"running the oracle raised {type(exc).__name__}: {exc}")
+        problems.append("no oracle (solution/solve.sh): nothing shows its verifier can pass; write one")
+    else:
+        try:
+            command, verdict = run_task_episode_script(task, task.solution_text, oracle=True)
+            oracle_passed = verdict.passed
+            if not oracle_passed:
+                problems.append(f"the oracle failed the tests ({oracle_name} exit {command.exit_code}, tests exit "
+                                f"{verdict.exit_code}): {_tail(verdict.output)}")
+        except Exception as exc:  # noqa: BLE001 - reported per task
+            oracle_passed = False
+            problems.append(f"running the oracle raised {type(exc).__name__}: {exc}")
     try:
         _, idle = run_task_episode_script(task, "")
         do_nothing_failed = not idle.passed

@@ -10,7 +10,10 @@ text) outside the subset and why. Nothing is built or run by it.
 The subset (:data:`SUPPORTED`):
 
 - ``FROM`` one base of :data:`DEBIAN_TAGS` (``debian:bookworm``, ``debian:trixie``, ``debian:12``,
-  ``debian:13``, each also ``-slim``; ``debian``/``debian:latest``/``stable`` mean trixie), or
+  ``debian:13``, each also ``-slim``; ``debian``/``debian:latest``/``stable`` mean trixie), of
+  :data:`UBUNTU_TAGS` (``ubuntu:20.04|22.04|24.04``, from Ubuntu's archive, which is reachable too),
+  a known derived image (:data:`KNOWN_DERIVED`: Terminal-Bench's base images, rebuilt as the release
+  plus the packages their documentation says they add, with a note), or
   ``python:3.X-slim`` (also ``-slim-bookworm`` / ``-slim-trixie``), which becomes Debian's own
   ``python3`` (with ``pip`` and ``venv``, pip allowed to install system-wide as in the official
   image, ``python``/``pip`` aliases): bookworm's 3.11 or trixie's 3.13, the nearest release
@@ -58,11 +61,20 @@ DEFAULT_SHELL = ("/bin/sh", "-c")
 DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
 DEBIAN_TAGS = {"bookworm": "bookworm", "12": "bookworm", "trixie": "trixie", "13": "trixie",
                "latest": "trixie", "stable": "trixie"}
+UBUNTU_TAGS = {"20.04": "focal", "focal": "focal", "22.04": "jammy", "jammy": "jammy", "24.04": "noble",
+               "noble": "noble", "latest": "noble", "rolling": "noble"}
+# images known to be a Debian/Ubuntu release plus packages: Terminal-Bench's base images (their
+# documentation: Ubuntu 24.04 / Python 3.13 "with tmux and asciinema pre-installed")
+KNOWN_DERIVED = {
+    "ghcr.io/laude-institute/t-bench/ubuntu-24-04": ("ubuntu", "noble", None, ("tmux", "asciinema")),
+    "ghcr.io/laude-institute/t-bench/python-3-13": ("debian", "trixie", "3.13", ("tmux", "asciinema")),
+}
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
-_HEREDOC = re.compile(r"<<(-?)(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
+_HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _PYTHON_TAG = re.compile(r"^3\.(\d+)(?:\.\d+)?-slim(?:-(bookworm|trixie))?$")
 _DEBIAN_TAG = re.compile(r"^(bookworm|trixie|12|13|latest|stable)(?:\.\d+)?(?:-(\d{8}))?(-slim)?(?:-\d{8})?$")
+_UBUNTU_TAG = re.compile(r"^(20\.04|22\.04|24\.04|focal|jammy|noble|latest|rolling)(?:\.\d+)?(?:-\d{8}(?:\.\d+)?)?$")
 
 
 class DockerfileRefused(SandboxError):
@@ -72,17 +84,22 @@ class DockerfileRefused(SandboxError):
 
 @dataclass(frozen=True)
 class BaseImage:
-    """The base a ``FROM`` resolves to: a Debian release built from the archive (``slim``: without
-    documentation, as Docker's -slim images), optionally with Debian's python3 stack."""
+    """The base a ``FROM`` resolves to: a Debian or Ubuntu release built from its archive (``slim``:
+    without documentation, as Docker's -slim and Ubuntu's minimized images), optionally with the
+    distribution's python3 stack and a few more packages (what a known derived image adds)."""
 
     reference: str            # as written in the Dockerfile
-    suite: str                # bookworm | trixie
+    suite: str                # bookworm | trixie | focal | jammy | noble
     slim: bool
     python: str | None = None  # the python:3.X the FROM asked for (Debian's python3 is installed)
+    distro: str = "debian"     # debian | ubuntu
+    packages: tuple[str, ...] = ()  # installed in the base layer (a known derived image's additions)
 
     @property
     def key(self) -> str:
-        return f"debian:{self.suite}{'-slim' if self.slim else ''}" + (f"+python3" if self.python else "")
+        extra = f"+{','.join(self.packages)}" if self.packages else ""
+        return (f"{self.distro}:{self.suite}{'-slim' if self.slim else ''}" + ("+python3" if self.python else "")
+                + extra)
 
 
 @dataclass(frozen=True)
@@ -317,15 +334,23 @@ def resolve_base(reference: str) -> tuple[BaseImage | None, str | None, str]:
     if "@" in ref:
         ref, _, digest = ref.partition("@")
         note = f"{reference}: the pinned digest {digest[:19]}... cannot be honoured offline; the base is rebuilt " \
-               "from Debian's archive as of the build"
+               "from its distribution's archive as of the build"
     for prefix in ("docker.io/library/", "index.docker.io/library/", "library/", "docker.io/"):
         if ref.startswith(prefix):
             ref = ref[len(prefix):]
     name, _, tag = ref.partition(":")
-    if "/" in name and name.count("/") >= 1 and "." in name.split("/")[0]:
+    if name in KNOWN_DERIVED:
+        distro, suite, python, packages = KNOWN_DERIVED[name]
+        said = (f"{reference}: rebuilt as {'Ubuntu' if distro == 'ubuntu' else 'Debian'} {suite}"
+                + (f" with its python3 ({DEBIAN_PYTHON.get(suite, '?')})" if python else "")
+                + f" plus {', '.join(packages)} (what its documentation says the image adds; nothing else of it "
+                  "is known here)")
+        joined = "; ".join(n for n in (note, said) if n)
+        return BaseImage(reference, suite, slim=True, python=python, distro=distro, packages=packages), joined, ""
+    if "/" in name and "." in name.split("/")[0]:
         return None, None, (f"base image {reference!r} comes from a registry ({name.split('/')[0]}), and no image "
-                            "registry is reachable here; supported bases are debian:bookworm|trixie[-slim] and "
-                            "python:3.X-slim, rebuilt from Debian's archive")
+                            "registry is reachable here; supported bases are debian:bookworm|trixie[-slim], "
+                            "ubuntu:20.04|22.04|24.04 and python:3.X-slim, rebuilt from their archives")
     if name == "debian":
         match = _DEBIAN_TAG.match(tag or "latest")
         if not match:
@@ -335,6 +360,15 @@ def resolve_base(reference: str) -> tuple[BaseImage | None, str | None, str]:
         if match.group(1) in ("latest", "stable") and note is None:
             note = f"{reference}: a moving tag, read as Debian {suite}"
         return BaseImage(reference, suite, slim=bool(match.group(3))), note, ""
+    if name == "ubuntu":
+        match = _UBUNTU_TAG.match(tag or "latest")
+        if not match:
+            return None, None, (f"base image {reference!r}: the Ubuntu tag {tag!r} is not one this build supports "
+                                "(20.04, 22.04, 24.04, focal, jammy, noble)")
+        suite = UBUNTU_TAGS[match.group(1)]
+        if match.group(1) in ("latest", "rolling") and note is None:
+            note = f"{reference}: a moving tag, read as Ubuntu {suite}"
+        return BaseImage(reference, suite, slim=True, distro="ubuntu"), note, ""
     if name == "python":
         match = _PYTHON_TAG.match(tag)
         if not match:
@@ -350,8 +384,9 @@ def resolve_base(reference: str) -> tuple[BaseImage | None, str | None, str]:
         joined = "; ".join(n for n in (note, diff) if n) or None
         return BaseImage(reference, suite, slim=True, python=wanted), joined, ""
     return None, None, (f"base image {reference!r} is not in the supported subset: no image registry is reachable "
-                        "here, and only Debian bases are rebuilt from Debian's archive (debian:bookworm|trixie"
-                        "[-slim], debian:12|13[-slim], python:3.X-slim)")
+                        "here, and only bases whose distribution's archive is reachable are rebuilt (debian:bookworm"
+                        "|trixie[-slim], debian:12|13[-slim], ubuntu:20.04|22.04|24.04, python:3.X-slim, "
+                        "Terminal-Bench's ubuntu-24-04 and python-3-13)")
 
 
 # -- the build context --------------------------------------------------------------------------

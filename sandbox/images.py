@@ -43,6 +43,7 @@ import shutil
 import stat
 import subprocess
 import tarfile
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
@@ -54,6 +55,17 @@ from sandbox.mounts import mount_overlay, private_folder, release_folder, requir
 
 STORE_FORMAT = 1
 BASE_RECIPE = "mmdebstrap-minbase-v1"
+UBUNTU_ARCHIVE = "http://archive.ubuntu.com/ubuntu"
+UBUNTU_SECURITY = "http://security.ubuntu.com/ubuntu"
+UBUNTU_COMPONENTS = "main universe"
+# The keys of Ubuntu's archive keyring (archive 2012 and 2018, CD image 2012), as published by Ubuntu:
+# the keyring fetched from the archive is used only if it holds exactly these, so how it was fetched
+# (plain HTTP, the only way here) does not matter
+UBUNTU_ARCHIVE_KEYS = frozenset({"790BC7277767219C42C86F933B4FE6ACC0B21F32", "F6ECB3762474EDA9D21B7022871920D1991BC93C",
+                                 "843938DF228D22F7B3742BC0D94AA3F0EFE21092"})
+UBUNTU_KEYRING_SUITE = "noble"
+# Ubuntu's minbase lacks apt (it is not Priority: required there): Docker's ubuntu images have it
+UBUNTU_BASE_PACKAGES = ("apt", "ubuntu-keyring")
 PYTHON_RECIPE = "debian-python3-v1"
 SLIM_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*",
                  "/usr/share/groff/*", "/usr/share/lintian/*", "/usr/share/linda/*")
@@ -147,9 +159,17 @@ class ImageStore:
     def layer_keys(self, plan: BuildPlan) -> list[tuple[str, str, Step | None]]:
         """(key, description, step) of every layer of ``plan``, bottom first (step None: synthetic)."""
         base = plan.base
-        key = _key(f"store-v{STORE_FORMAT}", BASE_RECIPE, base.suite, "slim" if base.slim else "full")
-        out: list[tuple[str, str, Step | None]] = [(key, f"base: Debian {base.suite}{' (slim)' if base.slim else ''} "
-                                                         "from Debian's archive (mmdebstrap)", None)]
+        parts = [f"store-v{STORE_FORMAT}", BASE_RECIPE, base.suite, "slim" if base.slim else "full"]
+        if base.distro != "debian":
+            parts += [base.distro, ",".join(UBUNTU_BASE_PACKAGES)]
+        if base.packages:
+            parts.append(",".join(base.packages))
+        key = _key(*parts)
+        distro = "Ubuntu" if base.distro == "ubuntu" else "Debian"
+        out: list[tuple[str, str, Step | None]] = [
+            (key, f"base: {distro} {base.suite}{' (slim)' if base.slim else ''}"
+                  + (f" + {', '.join(base.packages)}" if base.packages else "")
+                  + f" from {distro}'s archive (mmdebstrap)", None)]
         if base.python:
             key = _key(key, PYTHON_RECIPE)
             out.append((key, f"base: Debian's python3 for {base.reference}", None))
@@ -259,11 +279,22 @@ class ImageStore:
         if base.slim:
             argv += [f"--dpkgopt=path-exclude={p}" for p in SLIM_EXCLUDES]
             argv += [f"--dpkgopt=path-include={p}" for p in SLIM_INCLUDES]
-        argv += [base.suite, str(diff)]
+        included = (UBUNTU_BASE_PACKAGES if base.distro == "ubuntu" else ()) + base.packages
+        if included:
+            argv.append(f"--include={','.join(included)}")
+        sources: list[str] = []
+        if base.distro == "ubuntu":
+            keyring = ubuntu_keyring(self.root / "keyrings")
+            argv += [f"--keyring={keyring}", f"--components={UBUNTU_COMPONENTS.replace(' ', ',')}"]
+            sources = [f"deb {UBUNTU_ARCHIVE} {base.suite} {UBUNTU_COMPONENTS}",
+                       f"deb {UBUNTU_ARCHIVE} {base.suite}-updates {UBUNTU_COMPONENTS}",
+                       f"deb {UBUNTU_SECURITY} {base.suite}-security {UBUNTU_COMPONENTS}"]
+        argv += [base.suite, str(diff), *sources]
         diff.rmdir()  # mmdebstrap makes it
-        done = _run_logged(argv, deadline, f"mmdebstrap of Debian {base.suite}")
+        distro = "Ubuntu" if base.distro == "ubuntu" else "Debian"
+        done = _run_logged(argv, deadline, f"mmdebstrap of {distro} {base.suite}")
         if done is not None:
-            raise BuildError(f"the base image (Debian {base.suite} from Debian's archive) could not be built: "
+            raise BuildError(f"the base image ({distro} {base.suite} from {distro}'s archive) could not be built: "
                              f"mmdebstrap failed:\n{done}")
         for name in ("etc/resolv.conf", "etc/hostname"):  # the build host's, copied in by mmdebstrap
             with contextlib.suppress(FileNotFoundError):
@@ -322,6 +353,80 @@ def inside(root: Path, path: str, *, follow_last: bool = True) -> Path:
             continue
         resolved.append(name)
     return root.joinpath(*resolved)
+
+
+def openpgp_fingerprints(data: bytes) -> set[str]:
+    """The v4 fingerprints of the public keys (and subkeys) in a binary OpenPGP keyring."""
+    found, i = set(), 0
+    while i < len(data):
+        header = data[i]
+        if not header & 0x80:
+            raise BuildError("not a binary OpenPGP keyring")
+        if header & 0x40:  # new format
+            tag, i = header & 0x3F, i + 1
+            first = data[i]
+            if first < 192:
+                length, i = first, i + 1
+            elif first < 224:
+                length, i = ((first - 192) << 8) + data[i + 1] + 192, i + 2
+            else:
+                length, i = int.from_bytes(data[i + 1:i + 5], "big"), i + 5
+        else:
+            tag, kind, i = (header >> 2) & 0x0F, header & 0x03, i + 1
+            size = {0: 1, 1: 2, 2: 4}.get(kind)
+            if size is None:
+                raise BuildError("OpenPGP packet of indeterminate length")
+            length, i = int.from_bytes(data[i:i + size], "big"), i + size
+        body = data[i:i + length]
+        i += length
+        if tag in (6, 14) and body[:1] == b"\x04":
+            found.add(hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body).hexdigest().upper())
+    return found
+
+
+def ubuntu_keyring(folder: Path) -> Path:
+    """Ubuntu's archive keyring for mmdebstrap: fetched once from the archive (the ubuntu-keyring
+    package) and used only when its keys are exactly :data:`UBUNTU_ARCHIVE_KEYS`."""
+    import gzip
+    import io
+    import urllib.request
+
+    target = folder / "ubuntu-archive-keyring.gpg"
+    if target.is_file():
+        return target
+    if shutil.which("dpkg-deb") is None:
+        raise BuildError("fetching Ubuntu's archive keyring needs dpkg-deb (`apt-get install dpkg`)")
+    folder.mkdir(parents=True, exist_ok=True)
+    index_url = f"{UBUNTU_ARCHIVE}/dists/{UBUNTU_KEYRING_SUITE}/main/binary-amd64/Packages.gz"
+    try:
+        with urllib.request.urlopen(index_url, timeout=60) as answer:
+            index = gzip.GzipFile(fileobj=io.BytesIO(answer.read())).read().decode("utf-8", "replace")
+        stanza = next(block for block in index.split("\n\n") if block.startswith("Package: ubuntu-keyring\n"))
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line)
+        with urllib.request.urlopen(f"{UBUNTU_ARCHIVE}/{fields['Filename']}", timeout=60) as answer:
+            package = answer.read()
+    except (OSError, StopIteration, KeyError) as exc:
+        raise BuildError(f"could not fetch Ubuntu's archive keyring from {UBUNTU_ARCHIVE}: {exc}") from None
+    if hashlib.sha256(package).hexdigest() != fields.get("SHA256"):
+        raise BuildError("the ubuntu-keyring package fetched does not match its index's SHA256")
+    scratch = Path(tempfile.mkdtemp(prefix="assay-keyring-"))
+    try:
+        (scratch / "keyring.deb").write_bytes(package)
+        subprocess.run(["dpkg-deb", "-x", str(scratch / "keyring.deb"), str(scratch / "x")], check=True,
+                       capture_output=True)
+        keyring = (scratch / "x" / "usr" / "share" / "keyrings" / "ubuntu-archive-keyring.gpg").read_bytes()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BuildError(f"could not unpack Ubuntu's keyring package: {exc}") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    found = openpgp_fingerprints(keyring)
+    if found != UBUNTU_ARCHIVE_KEYS:
+        raise BuildError(f"Ubuntu's keyring fetched from the archive holds keys {sorted(found)}, not the published "
+                         f"{sorted(UBUNTU_ARCHIVE_KEYS)}: refusing to trust it")
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(keyring)
+    os.replace(tmp, target)
+    return target
 
 
 def _run_logged(argv: list[str], deadline: float, what: str, **popen) -> str | None:

@@ -8,7 +8,8 @@ A Harbor task (Terminal-Bench 2.x, SWE-style adapters; read by TRL, verifiers, N
       environment/       Dockerfile (or docker-compose.yaml with one service, main) + what it COPYs
       tests/test.sh      run after the agent with tests/ at /tests; writes /logs/verifier/reward.txt
                          (a number) or reward.json (named metrics)
-      solution/solve.sh  the oracle
+      solution/solve.sh  the oracle (optional in Harbor; without it the task is loaded but reported
+                         unchecked by `assay tasks check` and the self-test)
 
 A folder of such folders is a suite: on ``ASSAY_DOMAINS_PATH``, or imported with ``assay tasks
 import harbor PATH... [--suite NAME]`` (copied under ``$ASSAY_HOME/tasks/<suite>`` with a digest
@@ -219,7 +220,12 @@ class HarborTask:
 
     @property
     def solution_text(self) -> str:
-        return self.solution.read_text(encoding="utf-8")
+        """solve.sh, or '' when the task has no oracle (Harbor allows it)."""
+        return self.solution.read_text(encoding="utf-8") if self.solution.is_file() else ""
+
+    @property
+    def has_oracle(self) -> bool:
+        return self.solution.is_file()
 
     @property
     def timeout_multiplier(self) -> float:
@@ -475,15 +481,15 @@ def load_harbor_task(folder: Path | str, settings: SuiteSettings | None = None) 
     if not (folder / "tests" / "test.sh").is_file():
         raise TaskFormatError(f"{folder / 'tests' / 'test.sh'}: missing; write the verifier (it writes "
                               "/logs/verifier/reward.txt or reward.json)")
-    if not (folder / "solution" / "solve.sh").is_file():
-        raise TaskFormatError(f"{folder / 'solution' / 'solve.sh'}: missing; Assay needs the oracle (the domain's "
-                              "reference answer, and `assay tasks check` runs it)")
     try:
         _refusals(folder, config)
         plan = _plan(folder, config)
     except HarborTaskError as exc:
         raise TaskFormatError(str(exc)) from None
     notes = [*config.notes, *(f"unknown key {k!r} ignored" for k in config.unknown_keys), *plan.notes]
+    if not (folder / "solution" / "solve.sh").is_file():
+        notes.append("no oracle (solution/solve.sh, optional in Harbor): the domain's reference answer is empty, and "
+                     "`assay tasks check` and the self-test report the task as unchecked until one is written")
     try:
         return HarborTask(folder, config, instruction, plan, settings, notes)
     except HarborTaskError as exc:

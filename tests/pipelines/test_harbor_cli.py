@@ -52,11 +52,14 @@ def test_a_broken_harbor_task_is_reported_with_exit_1(tmp_path, assay_home):
     write_harbor_task(suite, "good")
     write_harbor_task(suite, "lax", test_sh="#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
     write_harbor_task(suite, "silent", test_sh="#!/bin/bash\ntrue\n")
+    (write_harbor_task(suite, "no-oracle") / "solution" / "solve.sh").unlink()
     out = run_cli("tasks", "check", str(suite), "--json")
     assert out.returncode == 1, out.stderr
     rows = {r["task"]: r for r in json.loads(out.stdout)}
     assert rows["good"]["ok"] and not rows["lax"]["do_nothing_failed"]
     assert not rows["silent"]["oracle_passed"] and "wrote neither /logs/verifier/reward.txt" in rows["silent"]["detail"]
+    unchecked = rows["no-oracle"]
+    assert not unchecked["ok"] and unchecked["do_nothing_failed"] and "no oracle" in unchecked["detail"]
 
 
 def test_migrate_writes_harbor_folders_that_check(tmp_path, assay_home):

@@ -72,8 +72,9 @@ def test_python_slim_maps_to_debians_python_and_says_so(tmp_path):
 
 
 @pytest.mark.parametrize("dockerfile, files, named, reason", [
-    ("FROM ubuntu:24.04\n", {}, "line 1: FROM ubuntu:24.04", "not in the supported subset"),
-    ("FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624\n", {}, "line 1", "no image registry"),
+    ("FROM alpine:3.20\n", {}, "line 1: FROM alpine:3.20", "not in the supported subset"),
+    ("FROM ubuntu:24.10\n", {}, "line 1: FROM ubuntu:24.10", "the Ubuntu tag '24.10' is not one"),
+    ("FROM ghcr.io/some-org/toolbox:1.2\n", {}, "line 1", "no image registry"),
     ("FROM python:3.11\n", {}, "line 1: FROM python:3.11", "python:3.X-slim"),
     ("FROM debian:bookworm AS build\nRUN true\nFROM debian:bookworm\n", {}, "line 3: FROM debian:bookworm",
      "multi-stage builds are not supported"),
@@ -99,6 +100,14 @@ def test_what_falls_outside_the_subset_is_refused_naming_the_instruction(tmp_pat
     assert str(tmp_path / "environment" / "Dockerfile") in message
 
 
+def test_ubuntu_and_terminal_benchs_base_images_are_rebuilt_from_ubuntus_archive(tmp_path):
+    ubuntu = _plan(tmp_path, "FROM ubuntu:22.04\n").base
+    tbench = _plan(tmp_path, "FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624\n")
+    assert (ubuntu.distro, ubuntu.suite, ubuntu.packages) == ("ubuntu", "jammy", ())
+    assert (tbench.base.distro, tbench.base.suite, tbench.base.packages) == ("ubuntu", "noble", ("tmux", "asciinema"))
+    assert any("plus tmux, asciinema" in note for note in tbench.notes), tbench.notes
+
+
 def test_the_dockerignore_is_honoured(tmp_path):
     files = {".dockerignore": "*.log\nsecret/\n", "a.py": "x", "b.log": "y", "secret/key": "z"}
     plan = _plan(tmp_path, "FROM debian:bookworm\nCOPY . /src/\n", files)
@@ -112,6 +121,14 @@ def test_the_dockerignore_is_honoured(tmp_path):
     other.mkdir()
     with pytest.raises(DockerfileRefused, match="excluded by .*dockerignore"):
         _plan(other, "FROM debian:bookworm\nCOPY b.log /\n", files)
+
+
+def test_a_heredoc_in_a_shell_command_stays_the_shells(tmp_path):
+    plan = _plan(tmp_path, "FROM debian:bookworm\nRUN cat > /etc/app.yml << 'EOF'\nname: CI\nFROM: not an instruction\n"
+                           "EOF\nWORKDIR /app\n")
+    run, workdir = plan.steps
+    assert run.command[-1] == "cat > /etc/app.yml << 'EOF'\nname: CI\nFROM: not an instruction\nEOF\n"
+    assert workdir.dest == "/app" and workdir.line == 6
 
 
 def test_shell_words_quote_escape_and_expand_like_docker():
