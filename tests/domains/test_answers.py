@@ -79,7 +79,7 @@ def test_no_loose_equivalence(span, reference):
 
 def test_exact_number_reads_one_plain_number_as_a_rational():
     assert exact_number("1,795") == 1795 and exact_number("1,795", grouping=False) is None
-    assert exact_number("-0.25") == Fraction(-1, 4) and exact_number("6/8") == Fraction(3, 4)
+    assert exact_number("-0.25") == Fraction(-1, 4) and exact_number("6/8") is None and exact_number("3/4") == Fraction(3, 4)
     assert exact_number("1/0") is None and exact_number("1 2") is None and exact_number("+7") == 7
 
 
