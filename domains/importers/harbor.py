@@ -472,6 +472,10 @@ def load_harbor_task(folder: Path | str, settings: SuiteSettings | None = None) 
             raise TaskFormatError(f"{folder}: edited since it was imported (its digest changed): refused until it is "
                                   f"imported again (`assay tasks import harbor {source} --suite "
                                   f"{folder.parent.name} --replace`)")
+    try:
+        _refusals(folder, config)  # what cannot run here is said before what is missing
+    except HarborTaskError as exc:
+        raise TaskFormatError(str(exc)) from None
     instruction_path = folder / INSTRUCTION_FILE
     if not instruction_path.is_file():
         raise TaskFormatError(f"{instruction_path}: missing; write what the agent must do")
@@ -482,7 +486,6 @@ def load_harbor_task(folder: Path | str, settings: SuiteSettings | None = None) 
         raise TaskFormatError(f"{folder / 'tests' / 'test.sh'}: missing; write the verifier (it writes "
                               "/logs/verifier/reward.txt or reward.json)")
     try:
-        _refusals(folder, config)
         plan = _plan(folder, config)
     except HarborTaskError as exc:
         raise TaskFormatError(str(exc)) from None
