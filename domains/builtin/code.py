@@ -310,6 +310,38 @@ def score_many(completions: Sequence[str], samples_: Sequence[dict], workers: in
     return [_judge(s, next(executions))[0] if ok else 0.0 for s, ok in zip(samples_, compiles)]
 
 
+def equivalents(sample: dict) -> dict[str, list[str]]:
+    """The reference solution in the other forms the prompt allows (the report card's recall probes):
+    the whole function in the ```python block the prompt asks for, with prose around it, under
+    another fence label, as the body alone, and rewritten without its docstring (``ast.unparse``:
+    the same program, formatted otherwise). Each must score 1.0."""
+    import ast
+
+    meta = sample.get("metadata") or {}
+    prompt, body, entry = meta.get("code_prompt"), sample.get("answer"), meta.get("entry_point")
+    if not (isinstance(prompt, str) and isinstance(body, str) and entry):
+        return {}
+    whole = prompt + body
+    forms = {
+        "fenced_function": [f"```python\n{whole}```"],
+        "prose_around": [f"Here is the completed function.\n\n```python\n{whole}```\n\nIt passes the examples in "
+                         "the docstring."],
+        "fence_label": [f"```py\n{whole}```", f"```\n{whole}```", f"```python3\n{whole}\n```"],
+        "body_only": [f"```python\n{body}```"],
+    }
+    try:
+        tree = ast.parse(whole)
+    except SyntaxError:
+        return forms
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == entry:
+            if node.body and isinstance(node.body[0], ast.Expr) and isinstance(getattr(node.body[0], "value", None),
+                                                                              ast.Constant):
+                node.body = node.body[1:] or [ast.Pass()]
+            forms["reformatted_without_docstring"] = [f"```python\n{ast.unparse(node)}\n```"]
+    return forms
+
+
 DOMAIN = Domain(
     name="code",
     owner="code-team@assay.dev",
@@ -319,5 +351,6 @@ DOMAIN = Domain(
     samples=samples,
     score=score,
     score_many=score_many,  # GRPO steps and sweep batches run in one sandbox pool
+    equivalents=equivalents,
     eval_size=41,
 )

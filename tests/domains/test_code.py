@@ -219,3 +219,24 @@ def test_no_sandbox_raises_instead_of_scoring(by_task, monkeypatch):
         code.score(sample["answer"], sample)
     with pytest.raises(SandboxUnavailable):
         code.score_many([sample["answer"]], [sample])
+
+
+def test_the_reference_in_every_form_the_prompt_allows_is_paid_and_a_wrong_body_in_them_is_not():
+    """Domain.equivalents of code (the report card's recall probes): the whole function fenced,
+    prose around it, another fence label, the body alone, reformatted without its docstring; the
+    same forms around a wrong body score 0, so the forms carry no credit of their own."""
+    from domains import get_registry
+    from domains.builtin.code import equivalents
+
+    domain = get_registry().get("code")
+    items = domain.generate("eval", 4, seed=0)
+    right, wrong = [], []
+    for item in items:
+        forms = equivalents(item)
+        assert set(forms) == {"fenced_function", "prose_around", "fence_label", "body_only",
+                              "reformatted_without_docstring"}
+        right += [(c, item) for cs in forms.values() for c in cs]
+        broken = {**item, "answer": "    return None\n"}
+        wrong += [(c, item) for name, cs in equivalents(broken).items() for c in cs]
+    assert domain.safe_score_many(*zip(*right)) == [1.0] * len(right)
+    assert domain.safe_score_many(*zip(*wrong)) == [0.0] * len(wrong)
