@@ -270,12 +270,13 @@ class ImageEpisode:
                       nproc=self.limits.processes, file_size_mb=max(1, self.limits.storage_mb),
                       output_bytes=1_000_000, scratch_mb=1)
 
-    def _root(self, fs: ImageFilesystem, env: Mapping[str, str]) -> RootFilesystem:
-        bundle = host_ca_bundle() if self.network else None
+    def _root(self, fs: ImageFilesystem, env: Mapping[str, str], network: bool | None = None) -> RootFilesystem:
+        network = self.network if network is None else network
+        bundle = host_ca_bundle() if network else None
         if bundle:  # with the network, trust what this machine trusts (a proxy's CA), as builds do
             env = {**{name: ROOT_CA for name in CA_VARIABLES}, **env}
         return RootFilesystem(path=str(fs.root), uid=fs.user.uid, gid=fs.user.gid, env=tuple(env.items()),
-                              network=self.network, as_root=tuple(self.group.join_argv()) if self.group else (),
+                              network=network, as_root=tuple(self.group.join_argv()) if self.group else (),
                               ca_bundle=bundle)
 
     # -- the agent's commands -----------------------------------------------------------------------
@@ -320,10 +321,11 @@ class ImageEpisode:
 
     def verify(self, tests_dir: Path | str, *, timeout_s: float, env: Mapping[str, str] | None = None,
                user: str | None = None, separate: bool = False, artifacts: Sequence[str] = (),
-               script: str = "test.sh") -> VerifierResult:
+               script: str = "test.sh", network: bool | None = None) -> VerifierResult:
         """Run ``tests_dir/<script>`` as ``bash /tests/<script>`` after the episode; see the module
         docstring for the two modes. ``user``: the verifier's user (default: the agent's; in the
-        shared mode it must be the agent's). Never raises for what the tests do."""
+        shared mode it must be the agent's). ``network``: the verifier's (default: the episode's).
+        Never raises for what the tests do."""
         tests_dir = Path(tests_dir)
         if not (tests_dir / script).is_file():
             raise FileNotFoundError(f"{tests_dir / script} is missing: a Harbor task's tests/ needs {script} "
@@ -353,9 +355,10 @@ class ImageEpisode:
             logs.mkdir()
             os.chown(logs, host_uid, host_uid)
             wall = max(1.0, float(timeout_s))
+            root = self._root(fs, self.environment(env, fs.user), self.network if network is None else network)
             result = self.sandbox.run_command(
                 [BASH, "-c", f'exec {BASH} /tests/{script} 2>&1'], limits=self._command_limits(wall),
-                cwd=self.workdir_path, uid=host_uid, root=self._root(fs, self.environment(env, fs.user)),
+                cwd=self.workdir_path, uid=host_uid, root=root,
                 mounts=[Mount(str(tests), "/tests", writable=True), Mount(str(logs), "/logs/verifier", writable=True)])
             output, _ = _cap_output(result.stdout + result.stderr, VERIFIER_OUTPUT_BYTES)
             rewards, error = read_rewards(logs)

@@ -167,46 +167,62 @@ def _network(mode: str | None, hosts, where: str) -> bool:
     return mode == "public"
 
 
+@dataclass(eq=False)
 class HarborTask:
     """One loaded Harbor task folder: what the suite domain and the episode loops need (``name``,
-    ``spec``, ``solution_text``) and how to run it (``open_terminal``, ``judge``, ``run_script``)."""
+    ``spec``, ``solution_text``) and how to run it (``open_terminal``, ``judge``, ``run_script``).
+    A dataclass, so ``dataclasses.replace(task, spec=...)`` (the trainer caps ``max_turns``) keeps
+    everything else, the built image included. Made by :func:`load_harbor_task`."""
 
+    folder: Path
+    config: HarborTaskConfig
+    plan: Any
+    settings: SuiteSettings
+    notes: list[str]
+    spec: Any
+    limits_spec: dict
+    agent_network: bool
+    verifier_network: bool
+    env: dict[str, str]
+    verifier_env: dict[str, str]
+    solution_env: dict[str, str]
+    built: dict = field(default_factory=dict, repr=False)  # {"image": Image}: shared by replace()d copies
+    lock: Any = field(default_factory=threading.Lock, repr=False)
     kind = "harbor"
 
-    def __init__(self, folder: Path, config: HarborTaskConfig, instruction: str, plan, settings: SuiteSettings,
-                 notes: list[str]):
+    @classmethod
+    def create(cls, folder: Path, config: HarborTaskConfig, instruction: str, plan, settings: SuiteSettings,
+               notes: list[str]) -> "HarborTask":
         from domains.task_folder import TaskSpec
 
-        self.folder = folder
-        self.name = folder.name
-        self.config = config
-        self.plan = plan
-        self.settings = settings
-        self.notes = notes
         meta = config.metadata
         tags = [str(t) for t in (meta.get("tags") or (config.task.keywords if config.task else []) or [])]
         if meta.get("category") and str(meta["category"]) not in tags:
             tags.append(str(meta["category"]))
         agent_timeout = config.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT_S
-        max_turns = meta.get("max_turns", DEFAULT_MAX_TURNS)
         try:
-            self.spec = TaskSpec(instruction=instruction, max_turns=int(max_turns),
-                                 timeout_s=agent_timeout * settings.timeout_multiplier, tags=tags,
-                                 difficulty=str(meta["difficulty"]) if meta.get("difficulty") else None)
+            spec = TaskSpec(instruction=instruction, max_turns=int(meta.get("max_turns", DEFAULT_MAX_TURNS)),
+                            timeout_s=agent_timeout * settings.timeout_multiplier, tags=tags,
+                            difficulty=str(meta["difficulty"]) if meta.get("difficulty") else None)
         except Exception as exc:  # noqa: BLE001 - reported with the file
             raise HarborTaskError(f"{folder / INSTRUCTION_FILE}: {exc}") from None
         env = config.environment
-        self.limits_spec = dict(cpus=env.cpus or DEFAULT_CPUS, memory_mb=env.memory_mb or DEFAULT_MEMORY_MB,
-                                storage_mb=env.storage_mb or DEFAULT_STORAGE_MB)
-        self.agent_network = _network(config.agent.network_mode or env.network_mode,
-                                      config.agent.allowed_hosts or env.allowed_hosts, f"{folder}/{TASK_FILE}")
-        self.verifier_network = _network(config.verifier.network_mode or env.network_mode,
-                                         config.verifier.allowed_hosts or env.allowed_hosts, f"{folder}/{TASK_FILE}")
-        self.env = _resolve_env(env.env, f"{folder}/{TASK_FILE} [environment.env]")
-        self.verifier_env = _resolve_env(config.verifier.env, f"{folder}/{TASK_FILE} [verifier.env]")
-        self.solution_env = _resolve_env(config.solution.env, f"{folder}/{TASK_FILE} [solution.env]")
-        self._image = None
-        self._image_mutex = threading.Lock()
+        where = f"{folder}/{TASK_FILE}"
+        return cls(
+            folder=folder, config=config, plan=plan, settings=settings, notes=notes, spec=spec,
+            limits_spec=dict(cpus=env.cpus or DEFAULT_CPUS, memory_mb=env.memory_mb or DEFAULT_MEMORY_MB,
+                             storage_mb=env.storage_mb or DEFAULT_STORAGE_MB),
+            agent_network=_network(config.agent.network_mode or env.network_mode,
+                                   config.agent.allowed_hosts or env.allowed_hosts, where),
+            verifier_network=_network(config.verifier.network_mode or env.network_mode,
+                                      config.verifier.allowed_hosts or env.allowed_hosts, where),
+            env=_resolve_env(env.env, f"{where} [environment.env]"),
+            verifier_env=_resolve_env(config.verifier.env, f"{where} [verifier.env]"),
+            solution_env=_resolve_env(config.solution.env, f"{where} [solution.env]"))
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
 
     # -- what the suite domain reads -----------------------------------------------------------------
 
@@ -233,25 +249,26 @@ class HarborTask:
 
     def with_timeout_multiplier(self, multiplier: float) -> "HarborTask":
         """This task with its agent and verifier timeouts scaled by ``multiplier`` instead."""
-        clone = HarborTask(self.folder, self.config, self.spec.instruction, self.plan,
-                           SuiteSettings(self.settings.reward_key, multiplier, self.settings.digests,
-                                         self.settings.sources, self.settings.imported), self.notes)
-        clone._image = self._image
-        return clone
+        import dataclasses
+
+        base = self.config.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT_S
+        settings = dataclasses.replace(self.settings, timeout_multiplier=multiplier)
+        return dataclasses.replace(self, settings=settings,
+                                   spec=self.spec.model_copy(update={"timeout_s": base * multiplier}))
 
     # -- the image ---------------------------------------------------------------------------------
 
     def image(self, progress: bool = True):
         """The built image (built now, with progress on stderr, when the store lacks it)."""
-        with self._image_mutex:
-            if self._image is None:
+        with self.lock:
+            if "image" not in self.built:
                 store = image_store()
                 found = store.get(self.plan)
                 if found is None:
                     found = build_image(self.plan, store, label=self.name, progress=progress,
                                         timeout_s=self.config.environment.build_timeout_sec)
-                self._image = found
-            return self._image
+                self.built["image"] = found
+            return self.built["image"]
 
     # -- running -------------------------------------------------------------------------------------
 
@@ -274,7 +291,8 @@ class HarborTask:
         user = self.config.verifier.user
         result = terminal.verify(self.tests_dir, timeout_s=self.config.verifier.timeout_sec * self.timeout_multiplier,
                                  env=self.verifier_env, user=str(user) if user is not None else None,
-                                 separate=self.config.verifier.separate, artifacts=self.config.artifact_sources)
+                                 separate=self.config.verifier.separate, artifacts=self.config.artifact_sources,
+                                 network=self.verifier_network)
         return self.verdict_of(result)
 
     def verdict_of(self, result) -> TaskVerdict:
@@ -494,7 +512,7 @@ def load_harbor_task(folder: Path | str, settings: SuiteSettings | None = None) 
         notes.append("no oracle (solution/solve.sh, optional in Harbor): the domain's reference answer is empty, and "
                      "`assay tasks check` and the self-test report the task as unchecked until one is written")
     try:
-        return HarborTask(folder, config, instruction, plan, settings, notes)
+        return HarborTask.create(folder, config, instruction, plan, settings, notes)
     except HarborTaskError as exc:
         raise TaskFormatError(str(exc)) from None
 

@@ -158,8 +158,7 @@ def _build_all(tasks: list) -> list[dict]:
             image = seen.get(task.plan.digest) or task.image()
         except HarborTaskError as exc:
             raise CliError(str(exc), code=EXIT_FAILED) from None
-        if task.plan.digest in seen:
-            task._image = image
+        task.built.setdefault("image", image)
         seen[task.plan.digest] = image
         rows.append({"task": task.name, "image": image.digest[:16], "base": image.record["base"],
                      "layers": len(image.layers), "bytes": image.record["bytes"], "seconds": image.record["seconds"],

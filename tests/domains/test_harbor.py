@@ -4,6 +4,7 @@ Assay's older format. The runs are real (images from Debian's archive, bubblewra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -115,6 +116,10 @@ def test_the_task_reads_what_harbor_declares(tmp_path):
     assert task.spec.tags == ["test", "files"] and task.limits_spec == {"cpus": 1, "memory_mb": 256, "storage_mb": 64}
     assert task.describe()["verifier_timeout_s"] == 60.0 and not task.agent_network
     assert task.spec.instruction.startswith("Write the contents of /app/seed.txt")
+    capped = dataclasses.replace(task, spec=task.spec.model_copy(update={"max_turns": 2}))  # as the trainer caps
+    assert capped.spec.max_turns == 2 and capped.built is task.built and capped.name == "t"
+    slower = task.with_timeout_multiplier(3.0)
+    assert slower.spec.timeout_s == 270.0 and slower.describe()["verifier_timeout_s"] == 90.0
 
 
 # -- runs --------------------------------------------------------------------------------------------
