@@ -103,38 +103,54 @@ def generate_and_score(engine, domain, chunk: list[tuple[dict, list[int]]], para
     each item misses, so each engine call shares one prefill per item) and score them in one
     ``Domain.safe_score_many`` call. ``seed``: the base seed of :func:`sample_seed`. Rows in the
     schema of lake table ``results``. A terminal domain's samples are episodes (:func:`run_episode_samples`)."""
+    return generate_and_score_domains(engine, [(domain, chunk, gen_config)], params, checkpoint, seed)[0]
+
+
+def generate_and_score_domains(engine, parts: list[tuple[object, list[tuple[dict, list[int]]], str]], params,
+                               checkpoint: str, seed: int) -> list["pl.DataFrame"]:
+    """:func:`generate_and_score` of several domains (``(domain, chunk, gen_config)`` each) with one
+    engine call per number of missing samples across all of them (a bigger batch: the in-loop
+    validation's many small domains), then one ``safe_score_many`` call per domain. Frames in the
+    order of ``parts``."""
     import polars as pl
 
     from storage.tables import RESULTS
 
-    if getattr(domain, "episode_task", None) is not None:
-        return run_episode_samples(engine, domain, chunk, params, checkpoint, gen_config, seed)
-
-    groups: dict[int, list[tuple[dict, list[int]]]] = {}
-    for item, missing in chunk:
-        groups.setdefault(len(missing), []).append((item, missing))
-    generated = []  # (item, sample_idx, generation)
+    frames: list = [None] * len(parts)
+    groups: dict[int, list[tuple[int, dict, list[int]]]] = {}  # n missing -> (part, item, sample indices)
+    for index, (domain, chunk, gen_config) in enumerate(parts):
+        if getattr(domain, "episode_task", None) is not None:
+            frames[index] = run_episode_samples(engine, domain, chunk, params, checkpoint, gen_config, seed)
+            continue
+        for item, missing in chunk:
+            groups.setdefault(len(missing), []).append((index, item, missing))
+    generated: dict[int, list] = {}  # part -> [(item, sample_idx, generation)]
     for n, group in groups.items():
         batch_params = replace(params, n=n)
-        prompts = [engine.format_prompt(item["prompt"]) for item, _ in group]
+        prompts = [engine.format_prompt(item["prompt"]) for _, item, _ in group]
         seeds = None
         if params.temperature > 0:
-            seeds = [[sample_seed(seed, domain.name, item["id"], s, gen_config) for s in missing]
-                     for item, missing in group]
+            seeds = [[sample_seed(seed, parts[index][0].name, item["id"], s, parts[index][2]) for s in missing]
+                     for index, item, missing in group]
         outputs = engine.generate(prompts, batch_params, seeds=seeds)
-        for (item, missing), generations in zip(group, outputs):
+        for (index, item, missing), generations in zip(group, outputs):
             if len(generations) != n:
                 raise ItemScoringError(f"engine returned {len(generations)} completions for item {item['id']!r}, "
                                        f"expected {n}")
-            generated.extend((item, sample_idx, gen) for sample_idx, gen in zip(missing, generations))
-    scores = score_batch(domain, [gen.text for _, _, gen in generated], [item for item, _, _ in generated])
+            generated.setdefault(index, []).extend((item, sample_idx, gen) for sample_idx, gen in zip(missing, generations))
     now = datetime.now(timezone.utc).isoformat()
-    rows = [{"checkpoint": checkpoint, "domain": domain.name, "item_id": item["id"], "sample_idx": sample_idx,
-             "score": score, "completion": gen.text, "latency_s": float(gen.latency_s),
-             "tokens": int(gen.completion_tokens), "cluster_id": cluster_of(item), "gen_config": gen_config,
-             "created_at": now}
-            for (item, sample_idx, gen), score in zip(generated, scores)]
-    return pl.DataFrame(rows, schema=RESULTS)
+    for index, (domain, _, gen_config) in enumerate(parts):
+        if frames[index] is not None:
+            continue
+        done = generated.get(index, [])
+        scores = score_batch(domain, [gen.text for _, _, gen in done], [item for item, _, _ in done])
+        rows = [{"checkpoint": checkpoint, "domain": domain.name, "item_id": item["id"], "sample_idx": sample_idx,
+                 "score": score, "completion": gen.text, "latency_s": float(gen.latency_s),
+                 "tokens": int(gen.completion_tokens), "cluster_id": cluster_of(item), "gen_config": gen_config,
+                 "created_at": now}
+                for (item, sample_idx, gen), score in zip(done, scores)]
+        frames[index] = pl.DataFrame(rows, schema=RESULTS)
+    return frames
 
 
 def score_batch(domain, completions: list[str], items: list[dict]) -> list[float]:

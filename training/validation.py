@@ -223,18 +223,17 @@ class Validation:
     # -- pieces ----------------------------------------------------------------------------------
 
     def _measure(self, engine, step: int) -> dict[str, dict[str, float]]:
-        """``{domain: {item_id: score}}``: each domain's items answered greedily and scored (one
-        generation and one ``safe_score_many`` batch per domain, as a sweep's)."""
-        from generation.item_scoring import episode_format, generate_and_score, generation_config
+        """``{domain: {item_id: score}}``: every domain's items answered greedily in one engine call (a
+        bigger batch than one per domain), then scored in one ``safe_score_many`` batch per domain."""
+        from generation.item_scoring import episode_format, generate_and_score_domains, generation_config
 
-        out = {}
-        for name, domain in self.domains.items():
-            gen_config, _ = generation_config(self.params, episode_format(domain, engine.prompt_format),
-                                              self.config.rope_scaling)
-            frame = generate_and_score(engine, domain, [(item, [0]) for item in self.items[name]], self.params,
-                                       f"step{step:06d}", gen_config, self.config.seed)
-            out[name] = dict(zip(frame["item_id"].to_list(), frame["score"].to_list()))
-        return out
+        parts = [(domain, [(item, [0]) for item in self.items[name]],
+                  generation_config(self.params, episode_format(domain, engine.prompt_format),
+                                    self.config.rope_scaling)[0])
+                 for name, domain in self.domains.items()]
+        frames = generate_and_score_domains(engine, parts, self.params, f"step{step:06d}", self.config.seed)
+        return {name: dict(zip(frame["item_id"].to_list(), frame["score"].to_list()))
+                for name, frame in zip(self.domains, frames)}
 
     def _remeasure(self, round_: Round, engine, mixture) -> None:
         """Pass rates of the train items of each trained domain whose validation plateaued, measured
