@@ -19,8 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
-from domains.answers import (NUMBER, declared_answer, equivalent_answers, exact_number, normalize_text_answer,
-                             single_number, states_non_finite)
+from domains.answers import (NUMBER, declared_answer, declared_number, equivalent_answers, exact_number,
+                             final_answer_text, normalize_text_answer, single_number, stated_answers,
+                             states_non_finite)
 from domains.builtin._common import int_seed, stream_split
 from domains.builtin._rg_untrusted_answers import SYMPY_TASKS, harden_verifier, is_plain_math
 
@@ -376,12 +377,17 @@ def score_with_verifier(completion: str, sample: dict, *, task: str | None = Non
             scorer = scoring_dataset(task, json.dumps(meta.get("rg_config") or {}, sort_keys=True)).score_answer
         except Exception:  # noqa: BLE001 - an unknown task or bad config in a row's metadata
             return 0.0
-    # the declared span, normalised (domains.answers: no $..$, \\boxed{}, ** around it, no label)
-    candidate = declared_answer(completion, fallback="whole")
-    if candidate is None or not candidate.strip() or _hedges_truth_value(candidate, entry):
-        return 0.0
     reference = sample.get("answer")
     reference = reference if isinstance(reference, str) else None
+    # the declared span, normalised (domains.answers: no $..$, \\boxed{}, ** around it, no label)
+    candidate = declared_answer(completion, fallback="whole")
+    if reference and exact_number(reference, grouping=False) is not None and _undeclared(completion):
+        # no tag, box or answer line, and the answer is one number: what the last line claims, by the
+        # built-ins' rule ("The result is 1649.", "3 + 4 = 7"; a question, a spray or a hedge claims none)
+        claimed = declared_number(completion)
+        candidate = None if claimed is None else _number_text(claimed)
+    if candidate is None or not candidate.strip() or _hedges_truth_value(candidate, entry):
+        return 0.0
     if states_non_finite(candidate) and not states_non_finite(reference):
         return 0.0  # nan/inf is no answer (complex_arithmetic's verifier paid "nan" on every item)
     if reference and exact_number(reference, grouping=False) is not None:
@@ -399,6 +405,16 @@ def score_with_verifier(completion: str, sample: dict, *, task: str | None = Non
     # Binary: reasoning-gym's partial credit pays format-only junk (0.01-0.05 for any parseable
     # answer) and containment (len(answer)/len(text)), which beats nothing in an all-wrong group.
     return 1.0 if value >= 1.0 else 0.0
+
+
+def _undeclared(completion: str) -> bool:
+    """No declared span at all: no tag, no \\boxed{}, no answer line, no "the answer is"."""
+    return not stated_answers(completion) and final_answer_text(completion.replace("\x00", "")) is None
+
+
+def _number_text(value: float) -> str:
+    """A claimed number as a verifier reads it: 1649.0 -> '1649', 0.25 -> '0.25'."""
+    return str(int(value)) if value.is_integer() and abs(value) < 2 ** 53 else repr(value)
 
 
 def _verdict(scorer: Callable[[str, dict], float], task: str, answer: str, entry: dict) -> float:
