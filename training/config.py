@@ -179,6 +179,12 @@ class ValidationConfig(_Strict):
     max_new_tokens: int | None = Field(
         None, ge=1, description="greedy completion length of a validation answer; unset: the run's "
                                 "max_completion_length")
+    max_share: float = Field(
+        0.15, gt=0, le=1, description="a due validation is skipped (said in the log) while validations have taken "
+                                      "more than this share of the run's step and validation time so far; the "
+                                      "step-0 and last ones always run, and so does every one when validation feeds "
+                                      "back into training (forgetting: reweight, replateau_steps): its schedule is "
+                                      "then part of the run. 1: never skip")
     watch: list[str] | None = Field(
         None, description="domains validated besides the trained ones (forgetting is watched on every validated "
                           "domain); unset: the registry's protected domains; []: only the trained ones")

@@ -629,15 +629,15 @@ class GRPOTrainer:
         if validation is None:
             return None
         round_ = None
-        if validation.due(step) or last:
+        if self.rank == 0:
+            validation.account(rows)  # the step's seconds into the budget (validation.max_share)
+        if (validation.due(step) or last) and self._broadcast(self.rank != 0 or validation.within_budget(step, last)):
             session.rollout_model.sync(session.engine)  # it held the weights from before this step's update
             if self.rank == 0:
                 round_ = validation.run(step, self._validation_engine(session), rows, mixture=session.mixture,
                                         tracker=session.tracker, run_id=session.state.get("run_id"))
             round_ = self._broadcast(round_)
             validation.apply(round_, session.mixture)
-        if self.rank == 0:
-            validation.account(rows)
         return round_
 
     def _validation_engine(self, session: TrainingSession):

@@ -98,6 +98,10 @@ class Validation:
                                      temperature=0.0)
         self.state = state.setdefault("validation", {})
         self._pending_s = 0.0  # seconds of the step-0 validation, reported on the next step's "_all" row
+        # this process's seconds of validation and of training steps (the budget, validation.max_share)
+        self.spent_s = 0.0
+        self.stepped_s = 0.0
+        self._skipping = False
 
     # -- setup -----------------------------------------------------------------------------------
 
@@ -150,8 +154,28 @@ class Validation:
     # -- the rounds ------------------------------------------------------------------------------
 
     def due(self, step: int) -> bool:
-        """Whether a validation runs after ``step`` (1-based; the step-0 one is :meth:`start`)."""
+        """Whether a validation is scheduled after ``step`` (1-based; the step-0 one is :meth:`start`)."""
         return step % self.every == 0 or step == self.config.max_steps
+
+    def within_budget(self, step: int, last: bool) -> bool:
+        """Whether a due validation runs: always at the last step and when validation feeds back into
+        training; otherwise only while validations have taken at most ``validation.max_share`` of this
+        process's step and validation seconds (the log says when one is skipped, and when they resume)."""
+        if last or step == self.config.max_steps or self.settings.changes_trajectory():
+            return True
+        total = self.spent_s + self.stepped_s
+        share = self.spent_s / total if total > 0 else 0.0
+        if share <= self.settings.max_share:
+            if self._skipping:
+                self.log(f"validation resumes at step {step}: validations now {share:.1%} of the run's time")
+            self._skipping = False
+            return True
+        if not self._skipping:
+            self.log(f"validation at step {step} skipped: validations took {self.spent_s:.0f} s, {share:.1%} of this "
+                     f"run's {total:.0f} s of steps and validations (validation.max_share {self.settings.max_share:g}); "
+                     "it resumes once they are back under it (and always runs at the last step)")
+        self._skipping = True
+        return False
 
     def needs_start(self) -> bool:
         return "start" not in self.state
@@ -168,6 +192,7 @@ class Validation:
                            "flagged": {}, "plateau": plateau, "remeasures": []})
         self.state["latest"] = {"step": 0, "results": [r.evidence() for r in results], "scores": scores}
         self._pending_s = time.perf_counter() - began
+        self.spent_s += self._pending_s
         self.log(f"validation at step 0 ({self._pending_s:.1f} s): " + "; ".join(r.describe() for r in results))
         rows = []
         for result in results:
@@ -198,6 +223,7 @@ class Validation:
             round_.boosts = next_boosts(self.state.get("boosts", {}), results, factor=self.settings.reweight_factor,
                                         cap=self.settings.reweight_max)
         self._remeasure(round_, engine, mixture)
+        self.spent_s += round_.seconds + round_.remeasure_seconds
         self._record(round_, rows, scores, run_id, tracker)
         return round_
 
@@ -213,9 +239,11 @@ class Validation:
             mixture.probabilities = mixture._probabilities()
 
     def account(self, rows: list[dict]) -> None:
-        """The step-0 validation's seconds onto the first step's ``_all`` row."""
+        """The step's seconds into the budget; the step-0 validation's onto the first step's ``_all`` row."""
+        overall = next((r for r in rows if r["domain"] == ALL), None)
+        if overall is not None and overall.get("step_s"):
+            self.stepped_s += overall["step_s"]
         if self._pending_s:
-            overall = next((r for r in rows if r["domain"] == ALL), None)
             if overall is not None:
                 overall["validation_s"] = (overall.get("validation_s") or 0.0) + self._pending_s
                 self._pending_s = 0.0

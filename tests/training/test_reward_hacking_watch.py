@@ -169,7 +169,7 @@ def test_the_watch_judges_against_the_held_out_validation_once_the_run_has_enoug
     notes: list[str] = []
     config = load_recipe("tiny", domains=["toy_colors"], max_steps=STEPS, run_name="heldout", learning_rate=1e-2,
                          reward_hacking="warn", reward_hacking_window=WINDOW, reward_hacking_min_change=0.05,
-                         validation={"eval_every": 2, "items": 8, "watch": []})
+                         validation={"eval_every": 2, "items": 8, "watch": [], "max_share": 1.0})
     result = _train(config, registry, notes)
     switches = [n for n in notes if n.startswith("reward-hacking watch of toy_colors: judged against")]
     held = heldout_window(WINDOW, 2)  # validations at steps 2, 4, 6, 8: the 4th is at step 8

@@ -109,6 +109,7 @@ def _forgetting_config(mode: str, run_name: str, domains=("fading",), **extra):
     extra.setdefault("max_steps", 8)
     return load_recipe("tiny", domains=list(domains), run_name=run_name,
                        validation={"eval_every": 2, "items": 12, "max_new_tokens": 8, "watch": [], "forgetting": mode,
+                                   "max_share": 1.0,  # every scheduled validation, whatever it costs
                                    **extra.pop("validation", {})}, **extra)
 
 
@@ -391,3 +392,34 @@ def test_an_unknown_watched_domain_is_refused_before_training(tiny_home):
     with pytest.raises(UnknownDomainError, match="unknown domain 'nope'"):
         _train(load_recipe("tiny", domains=["steady"], max_steps=1, run_name="w", validation={"watch": ["nope"]}),
                registry)
+
+
+def test_validations_are_skipped_while_they_cost_more_than_their_share_and_the_last_one_runs(tiny_home):
+    """A slow verifier (0.4 s per validation of its held-out items, as a sandboxed one can be): scheduled
+    every step, the validations would take most of the run; with validation.max_share 0.15 the trainer
+    skips the ones over budget, says so, and still validates the last step."""
+    import time
+
+    def score_many(completions, samples):
+        if samples and "-eval-" in samples[0]["id"]:
+            time.sleep(0.4)
+        return [_digit_share(c, s) for c, s in zip(completions, samples)]
+
+    slow = Domain(name="slow", owner="t", description="a slow verifier", samples=_samples("slow"), score=_digit_share,
+                  score_many=score_many)
+    notes: list[str] = []
+    steps = 12
+    result = _train(load_recipe("tiny", domains=["slow"], max_steps=steps, run_name="budget",
+                                validation={"eval_every": 1, "items": 8, "watch": [], "max_share": 0.15}),
+                    _registry(slow), notes)
+    validated = [h["step"] for h in result.history if h["domain"] == "slow" and h["val_score"] is not None]
+    assert validated[0] == 0 and validated[-1] == steps and len(validated) < steps + 1, validated
+    skipped = [n for n in notes if n.startswith("validation at step") and " skipped: " in n]
+    assert skipped and "validation.max_share 0.15" in skipped[0], notes
+    overall = [h for h in result.history if h["domain"] == "_all"]
+    spent = [h["validation_s"] or 0.0 for h in overall]
+    stepped = [h["step_s"] for h in overall]
+    total = sum(spent) + sum(stepped)
+    # within budget, up to the validation that crossed it and the last one, which always runs
+    assert sum(spent) / total <= 0.15 + 2 * max(spent) / total, (spent, stepped)
+    assert result.validation["step"] == steps
