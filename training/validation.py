@@ -135,7 +135,9 @@ class Validation:
     def describe(self) -> str:
         watched = [d for d in self.domains if d not in self.trained]
         settings = self.settings
-        return (f"validation every {self.every} steps (and at step 0 and the last step): "
+        budget = ("" if settings.changes_trajectory() or settings.max_share >= 1 else
+                  f", skipped while validations take over {settings.max_share:.0%} of the time")
+        return (f"validation every {self.every} steps (and at step 0 and the last step{budget}): "
                 f"{', '.join(f'{d} ({len(self.items[d])} items)' for d in self.domains)}, greedy, "
                 f"{self.params.max_new_tokens} new tokens; watched besides the trained domains: "
                 f"{', '.join(watched) or 'none'}; forgetting (one-sided paired test vs step 0, BH q <= "
