@@ -50,14 +50,15 @@ from typing import Mapping, Sequence
 from sandbox.cgroups import EpisodeGroup, episode_group
 from sandbox.dockerfile import DEFAULT_PATH
 from sandbox.errors import SandboxError
-from sandbox.images import CA_VARIABLES, Image, host_ca_bundle, inside
+from sandbox.images import CA_VARIABLES, Image, inside
+from sandbox.isolation import host_ca_bundle
 from sandbox.limits import Limits
 from sandbox.mounts import (
     mount_idmapped, mount_overlay, mount_tmpfs, private_folder, release_folder, require_root, sweep_stale, unmount,
 )
 from sandbox.runner import ROOT_CA, Mount, RootFilesystem, Sandbox, default_sandbox
 from sandbox.terminal import (
-    BASH, COMMAND_FILE, MERGED, TIMEOUT_EXIT, CommandResult, WorkdirTooLarge, _cap_output, _wait_until_gone, copy_tree,
+    BASH, COMMAND_FILE, MERGED, TIMEOUT_EXIT, CommandResult, WorkdirTooLarge, cap_output, wait_until_gone, copy_tree,
 )
 
 VERIFIER_OUTPUT_BYTES = 16_384
@@ -302,8 +303,8 @@ class ImageEpisode:
             limits=self._command_limits(wall), cwd=self.workdir_path, uid=self.host_uid,
             root=self._root(self.fs, self.environment()))
         if result.limit is not None:
-            _wait_until_gone(self.host_uid)
-        output, truncated = _cap_output(result.stdout + result.stderr, self.limits.output_bytes)
+            wait_until_gone(self.host_uid)
+        output, truncated = cap_output(result.stdout + result.stderr, self.limits.output_bytes)
         timed_out = result.status == "timeout"
         note = {"wall": f"timed out after {wall:g} s (the episode's time left)",
                 "cpu": "stopped at its CPU limit", "output": "killed: printed more than 1000000 bytes"}.get(
@@ -360,7 +361,7 @@ class ImageEpisode:
                 [BASH, "-c", f'exec {BASH} /tests/{script} 2>&1'], limits=self._command_limits(wall),
                 cwd=self.workdir_path, uid=host_uid, root=root,
                 mounts=[Mount(str(tests), "/tests", writable=True), Mount(str(logs), "/logs/verifier", writable=True)])
-            output, _ = _cap_output(result.stdout + result.stderr, VERIFIER_OUTPUT_BYTES)
+            output, _ = cap_output(result.stdout + result.stderr, VERIFIER_OUTPUT_BYTES)
             rewards, error = read_rewards(logs)
             if result.status == "timeout":
                 error = f"the verifier timed out after {wall:g} s"

@@ -51,6 +51,7 @@ from typing import Callable
 
 from sandbox.dockerfile import BuildPlan, ImageConfig, Step, context_files
 from sandbox.errors import SandboxError
+from sandbox.isolation import host_ca_bundle
 from sandbox.mounts import mount_overlay, private_folder, release_folder, require_root, unmount
 
 STORE_FORMAT = 1
@@ -78,8 +79,6 @@ PYTHON_STACK = (
     "for name in python python3 pip pip3; do [ -e /usr/bin/$name ] && ln -sf /usr/bin/$name /usr/local/bin/$name; "
     "done; true")
 OUTPUT_TAIL_LINES = 60
-CA_BUNDLE_ENV = "ASSAY_BUILD_CA_BUNDLE"
-CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 CA_INSIDE = "/dev/.assay-ca.crt"  # on bwrap's /dev tmpfs: never in a layer
 CA_VARIABLES = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
                 "NODE_EXTRA_CA_CERTS")
@@ -526,15 +525,6 @@ def _run_step(merged: Path, command: tuple[str, ...], *, env: dict[str, str], us
                 resolv.unlink()
     if failed is not None:
         raise BuildError(f"{what} failed:\n{failed}")
-
-
-def host_ca_bundle() -> str | None:
-    """This machine's CA bundle (``$ASSAY_BUILD_CA_BUNDLE``, else the system's), or None."""
-    configured = os.environ.get(CA_BUNDLE_ENV, "").strip()
-    for candidate in ([configured] if configured else list(CA_BUNDLES)):
-        if os.path.isfile(candidate):
-            return candidate
-    return None
 
 
 def _make_folder(merged: Path, path: str, owner: tuple[int, int, str]) -> None:

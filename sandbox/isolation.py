@@ -26,6 +26,8 @@ UNSAFE_ENV = "ASSAY_UNSAFE_LOCAL_EXEC"
 BWRAP_ENV = "ASSAY_SANDBOX_BWRAP"
 PYTHON_ENV = "ASSAY_SANDBOX_PYTHON"
 UID_BASE_ENV = "ASSAY_SANDBOX_UID_BASE"
+CA_BUNDLE_ENV = "ASSAY_BUILD_CA_BUNDLE"
+CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 
 SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 INSTALL_HINT = (
@@ -111,6 +113,16 @@ def find_interpreter(config: SandboxConfig) -> tuple[str, tuple[str, ...]]:
     raise SandboxUnavailable(
         "no Python interpreter an unprivileged uid can run: install the system python3 "
         f"(`apt-get install python3`) or set {PYTHON_ENV} to a world-readable python3")
+
+
+def host_ca_bundle() -> str | None:
+    """This machine's CA bundle (``$ASSAY_BUILD_CA_BUNDLE``, else the system's), or None: what image
+    builds and network episodes trust, as this machine's own pip does (a proxy's CA included)."""
+    configured = os.environ.get(CA_BUNDLE_ENV, "").strip()
+    for candidate in ([configured] if configured else list(CA_BUNDLES)):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
 
 
 def find_bwrap(config: SandboxConfig) -> str | None:

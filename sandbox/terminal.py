@@ -269,7 +269,7 @@ def _processes_of(uid: int) -> int:
     return count
 
 
-def _wait_until_gone(uid: int, timeout_s: float = 3.0) -> None:
+def wait_until_gone(uid: int, timeout_s: float = 3.0) -> None:
     """After a killed command, wait (a little) until its processes are reaped: the kernel tears a
     killed sandbox's pid namespace down after the run returned, and until then its dying processes
     count against the uid's process limit, which the episode's next command shares."""
@@ -278,7 +278,7 @@ def _wait_until_gone(uid: int, timeout_s: float = 3.0) -> None:
         time.sleep(0.05)
 
 
-def _cap_output(text: str, output_bytes: int) -> tuple[str, bool]:
+def cap_output(text: str, output_bytes: int) -> tuple[str, bool]:
     """``text`` within ``output_bytes`` (UTF-8): its head and tail around a marker."""
     data = text.encode()
     if len(data) <= output_bytes:
@@ -366,8 +366,8 @@ class TerminalEpisode:
             mounts=[Mount(str(self._workdir), WORKDIR, writable=True)], cwd=WORKDIR, uid=self.uid,
             watch=lambda: "workdir" if folder_usage(self._workdir, max_bytes, max_entries) else None)
         if result.limit is not None and self.uid is not None:
-            _wait_until_gone(self.uid)
-        output, truncated = _cap_output(result.stdout + result.stderr, self.output_bytes)
+            wait_until_gone(self.uid)
+        output, truncated = cap_output(result.stdout + result.stderr, self.output_bytes)
         truncated = truncated or result.truncated
         timed_out = result.status == "timeout"
         note = {"wall": f"timed out after {limits.wall_s:g} s",
@@ -443,7 +443,7 @@ def run_hidden_tests(workdir: Path, tests_dir: Path, *, timeout_s: float, limits
                 mounts=[Mount(str(root / "work"), WORKDIR, writable=True), Mount(str(root / "tests"), hidden)])
     finally:
         _remove(root)
-    output, _ = _cap_output(result.stdout + result.stderr, 16_384)
+    output, _ = cap_output(result.stdout + result.stderr, 16_384)
     if result.status == "timeout":
         return TestVerdict(False, None, output + f"\n[tests timed out after {timeout_s:g} s]",
                            round(time.monotonic() - started, 4))
@@ -461,5 +461,5 @@ def _readable_by_all(folder: Path) -> None:
                 os.chmod(full, stat.S_IMODE(os.lstat(full).st_mode) | 0o444)
 
 
-__all__ = ["CommandResult", "TerminalEpisode", "TestVerdict", "WORKDIR", "WorkdirTooLarge", "copy_tree",
-           "folder_usage", "run_hidden_tests"]
+__all__ = ["CommandResult", "TerminalEpisode", "TestVerdict", "WORKDIR", "WorkdirTooLarge", "cap_output", "copy_tree",
+           "folder_usage", "run_hidden_tests", "wait_until_gone"]

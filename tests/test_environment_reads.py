@@ -20,8 +20,9 @@ READERS = {  # module -> why it reads the environment (ARCHITECTURE.md "Configur
     "generation/vllm_server.py": "ASSAY_VLLM_SERVER_URL",
     "generation/device.py": "ASSAY_EMULATED_BF16",
     "domains/registry.py": "ASSAY_DOMAINS_PATH",
+    "domains/importers/harbor.py": "ASSAY_IMAGE_CACHE",
     "domains/shipped_data.py": "ASSAY_SHIPPED_DATA_DIR",
-    "sandbox/isolation.py": "ASSAY_SANDBOX_*, ASSAY_UNSAFE_LOCAL_EXEC",
+    "sandbox/isolation.py": "ASSAY_SANDBOX_*, ASSAY_UNSAFE_LOCAL_EXEC, ASSAY_BUILD_CA_BUNDLE",
     "pipelines/instance.py": "ASSAY_MAX_CONCURRENT_RUNS, ASSAY_POOL_*",
 }
 

@@ -1,0 +1,2 @@
+#!/bin/bash
+/app/hello > /app/out.txt
