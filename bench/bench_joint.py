@@ -25,6 +25,15 @@ the base: improvement per training domain by a one-sided paired test (exact for 
 scores), Benjamini-Hochberg across the training domains ("improved": q <= 0.05 and delta > 0);
 regressions by the platform's own report (:func:`evaluation.promotion.compare_checkpoints`) on
 every core domain. Prints one JSON document (``--json``) or a table; ``--out`` writes it to a file.
+
+In-loop validation (issue 42, :mod:`training.validation`): each arm validates every ``--eval-every``
+steps (and at step 0 and the step its time budget stops it) on the first ``--val-items`` held-out
+eval items of every training domain (and the protected ones, and ``--watch``), greedy,
+``--val-tokens`` new tokens, with ``validation.forgetting: warn`` (watch, never intervene). The result
+holds each domain's validation curve, what the validations cost (``validation_s`` against the run's
+seconds), and the in-loop verdict at the last validation (the same one-sided paired test of
+improvement and BH as the sweep's, on the validation items) beside the final sweep's: does the
+in-loop validation predict the final verdict? ``--arms heuristic`` runs one arm (the 60-minute proof).
 """
 
 from __future__ import annotations
@@ -52,10 +61,13 @@ def _mixture(arm: str) -> dict:
 def arm_config(arm: str, args: argparse.Namespace):
     from training.config import load_recipe
 
+    validation = {"eval_every": args.eval_every, "items": args.val_items, "max_new_tokens": args.val_tokens or None,
+                  "forgetting": "warn", **({"watch": list(args.watch)} if args.watch else {})}
     return load_recipe("smollm2", domains=list(args.domains), max_steps=args.max_steps, seed=0,
                        prompts_per_step=args.prompts_per_step, max_completion_length=args.completion_tokens,
                        train_samples_per_domain=args.train_rows, mixture=_mixture(arm),
-                       run_name=f"joint-{arm}-{args.tag}", save_steps=0, rollout={"backend": args.backend})
+                       run_name=f"joint-{arm}-{args.tag}", save_steps=0, rollout={"backend": args.backend},
+                       validation=validation)
 
 
 def heuristic_registry(domains):
@@ -124,7 +136,8 @@ def train_arm(args: argparse.Namespace) -> int:
            "zero_var_frac": _mean([h["zero_var_frac"] for h in overall]),
            "per_domain": _per_domain(history)}
     state = json.loads((lake.home / "runs" / result.run_name / "state.json").read_text())
-    if state.get("sampler"):  # where the online pass-rate estimates ended (learnability arm)
+    out.update(_validation_record(result, state, args.domains))
+    if state.get("sampler") and state["sampler"].get("estimates"):  # where the online pass-rate estimates ended (learnability arm)
         from training.learnability import PassRateTracker
 
         tracker = PassRateTracker({d: [0.0] * len(v) for d, v in state["sampler"]["estimates"]["passes"].items()}, 1)
@@ -132,6 +145,28 @@ def train_arm(args: argparse.Namespace) -> int:
         out["final_estimates"] = tracker.summary()
     Path(args.result).write_text(json.dumps(out, indent=1))
     return 0
+
+
+def _validation_record(result, state: dict, domains) -> dict:
+    """The in-loop validation of a run: each domain's curve, what the validations cost, and the verdict
+    of its last validation against step 0 (improvement per training domain, as the sweep's)."""
+    validation = state.get("validation") or {}
+    curves: dict[str, list] = {}
+    for h in result.history:
+        if h["domain"] != "_all" and h.get("val_score") is not None:
+            curves.setdefault(h["domain"], []).append([h["step"], round(h["val_score"], 4),
+                                                       None if h.get("val_q") is None else float(f"{h['val_q']:.3g}")])
+    overall = [h for h in result.history if h["domain"] == "_all"]
+    spent = sum(h.get("validation_s") or 0.0 for h in overall)
+    steps = sum(h.get("step_s") or 0.0 for h in overall)
+    latest = validation.get("latest") or {}
+    return {"validation": {
+        "curves": curves, "seconds": round(spent, 1), "validations": sum(1 for h in overall if h.get("validation_s")),
+        "share_of_run": round(spent / result.seconds, 4) if result.seconds else None,
+        "share_of_steps_and_validation": round(spent / (spent + steps), 4) if spent + steps else None,
+        "last_step": latest.get("step"), "flagged_ever": validation.get("flagged_ever", []),
+        "in_loop": improvement_tests(validation.get("start", {}), latest.get("scores", {}), domains)
+        if latest else []}}
 
 
 def _mean(values):
@@ -175,31 +210,76 @@ def _sweep_all(checkpoint: str, core, args: argparse.Namespace, log) -> None:
 
 def improvements(candidate: str, baseline: str, domains) -> list[dict]:
     """Per training domain: one-sided paired test of 'candidate better', BH across the domains."""
-    import numpy as np
     import polars as pl
 
     from evaluation.results import comparable_results
-    from evaluation.regression import benjamini_hochberg, paired_test
     from pipelines.settings import open_lake
 
     cand, base = comparable_results(open_lake(), candidate, baseline)
+
+    def per_item(frame) -> dict[str, dict[str, float]]:
+        means = frame.group_by("domain", "item_id").agg(pl.col("score").mean())
+        out: dict[str, dict[str, float]] = {}
+        for domain, item, score in means.iter_rows():
+            out.setdefault(domain, {})[item] = score
+        return out
+
+    return improvement_tests(per_item(base), per_item(cand), domains)
+
+
+def improvement_tests(base: dict, trained: dict, domains) -> list[dict]:
+    """Per domain (``{domain: {item_id: mean score}}`` on each side, the items both scored): one-sided
+    paired test of 'trained better' (exact for binary scores), BH across the domains."""
+    import numpy as np
+
+    from storage.paired_statistics import benjamini_hochberg, paired_test
+
     rows = []
     for domain in domains:
-        c = cand.filter(pl.col("domain") == domain).group_by("item_id").agg(pl.col("score").mean().alias("c"))
-        b = base.filter(pl.col("domain") == domain).group_by("item_id").agg(pl.col("score").mean().alias("b"))
-        both = b.join(c, on="item_id").sort("item_id")
-        bm, cm = both["b"].to_numpy(), both["c"].to_numpy()
+        items = sorted(set(base.get(domain, {})) & set(trained.get(domain, {})))
+        if not items:
+            continue
+        bm = np.array([base[domain][i] for i in items], dtype=float)
+        cm = np.array([trained[domain][i] for i in items], dtype=float)
         binary = bool(np.isin(bm, (0.0, 1.0)).all() and np.isin(cm, (0.0, 1.0)).all())
-        better = paired_test(cm, bm, margin=0.0, binary_single_sample=binary)  # H1: base < candidate
-        rows.append({"domain": domain, "n": both.height, "base": float(bm.mean()), "trained": float(cm.mean()),
+        better = paired_test(cm, bm, margin=0.0, binary_single_sample=binary)  # H1: base < trained
+        rows.append({"domain": domain, "n": len(items), "base": float(bm.mean()), "trained": float(cm.mean()),
                      "delta": float(cm.mean() - bm.mean()), "ci_low": -better.ci_high, "ci_high": -better.ci_low,
                      "p_improved": better.p, "mde": better.mde, "gained": int(((cm > bm)).sum()),
                      "lost": int(((cm < bm)).sum())})
-    qs = benjamini_hochberg([r["p_improved"] for r in rows])
+    qs = benjamini_hochberg([r["p_improved"] for r in rows]) if rows else []
     for row, q in zip(rows, qs):
         row["q"] = float(q)
         row["improved"] = bool(q <= Q_LEVEL and row["delta"] > 0)
     return rows
+
+
+def prediction(info: dict) -> dict:
+    """The in-loop validation's last verdict beside the final sweep's, per training domain: improved
+    (BH q <= Q_LEVEL and a gain) by each, whether they agree, and the deltas (in-loop on the validation
+    items at the last validation, the sweep on its held-out items)."""
+    in_loop = {r["domain"]: r for r in (info.get("validation") or {}).get("in_loop", [])}
+    rows = []
+    for final in info["improvement"]:
+        loop = in_loop.get(final["domain"])
+        rows.append({"domain": final["domain"], "final_improved": final["improved"],
+                     "final_delta": round(final["delta"], 4), "final_q": float(f"{final['q']:.3g}"),
+                     "in_loop_improved": None if loop is None else loop["improved"],
+                     "in_loop_delta": None if loop is None else round(loop["delta"], 4),
+                     "in_loop_q": None if loop is None else float(f"{loop['q']:.3g}"),
+                     "agree": None if loop is None else loop["improved"] == final["improved"]})
+    judged = [r for r in rows if r["agree"] is not None]
+    return {"domains": rows, "agree": sum(r["agree"] for r in judged), "of": len(judged),
+            "delta_correlation": _correlation([r["in_loop_delta"] for r in judged], [r["final_delta"] for r in judged])}
+
+
+def _correlation(a: list[float], b: list[float]) -> float | None:
+    if len(a) < 3:
+        return None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    sa = sum((x - ma) ** 2 for x in a) ** 0.5
+    sb = sum((y - mb) ** 2 for y in b) ** 0.5
+    return None if sa == 0 or sb == 0 else round(sum((x - ma) * (y - mb) for x, y in zip(a, b)) / (sa * sb), 3)
 
 
 def regressions(candidate: str, baseline: str) -> dict:
@@ -228,6 +308,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--other-items", type=int, default=100,
                         help="held-out eval items per other core domain (the regression check)")
     parser.add_argument("--backend", choices=("torch", "vllm", "auto"), default="auto")
+    parser.add_argument("--eval-every", type=int, default=10,
+                        help="in-loop validation every N steps (and at step 0 and the last step); 0: none")
+    parser.add_argument("--val-items", type=int, default=50, help="held-out items per validated domain in the loop")
+    parser.add_argument("--val-tokens", type=int, default=0,
+                        help="greedy new tokens of an in-loop validation answer (0: the rollouts' --completion-tokens)")
+    parser.add_argument("--watch", type=lambda s: [d for d in s.split(",") if d], default=[],
+                        help="domains validated in the loop besides the trained ones (default: the protected ones)")
     parser.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
     parser.add_argument("--tag", default="b1", help="names the runs (same tag: resume; a finished arm is reused)")
     parser.add_argument("--sequential", action="store_true",
@@ -267,8 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     procs = {}
     for arm in todo:
         cmd = [sys.executable, "-m", "bench.bench_joint", "--arm", arm, "--result", str(results[arm])]
-        for name in ("minutes", "max_steps", "prompts_per_step", "completion_tokens", "train_rows", "backend", "tag"):
+        for name in ("minutes", "max_steps", "prompts_per_step", "completion_tokens", "train_rows", "backend", "tag",
+                     "eval_every", "val_items", "val_tokens"):
             cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+        if args.watch:
+            cmd += ["--watch", ",".join(args.watch)]
         cmd += ["--domains", ",".join(args.domains)]
         procs[arm] = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": threads})
         if args.sequential and procs[arm].wait() != 0:
@@ -292,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         info["improvement"] = improvements(info["checkpoint"], "base-smollm2", args.domains)
         info["regression"] = regressions(info["checkpoint"], "base-smollm2")
         info["improved_domains"] = [r["domain"] for r in info["improvement"] if r["improved"]]
+        info["prediction"] = prediction(info)
     out["seconds"] = round(time.time() - started, 1)
     text = json.dumps(out, indent=1, default=str)
     if args.out:
@@ -305,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
             for r in info["improvement"]:
                 print(f"  {r['domain']:16s} {r['base']:.3f} -> {r['trained']:.3f} ({r['delta']:+.3f}, 95% CI "
                       f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}], q {r['q']:.3g}, n {r['n']})")
+            validation = info.get("validation") or {}
+            if validation:
+                print(f"  in-loop validation: {validation['validations']} validations, {validation['seconds']} s "
+                      f"({validation['share_of_run']:.1%} of the run); agrees with the final sweep on "
+                      f"{info['prediction']['agree']} of {info['prediction']['of']} domains "
+                      f"(delta correlation {info['prediction']['delta_correlation']})")
     return 0
 
 
