@@ -128,7 +128,7 @@ def train_arm(args: argparse.Namespace) -> int:
     result = train(arm_config(args.arm, args), lake, allow_generate=True, registry=registry, progress=False,
                    log=lambda m: print(f"[{args.arm}] {m}", file=sys.stderr, flush=True),
                    time_budget_s=args.minutes * 60)
-    history = [h for h in result.history if h["domain"] != "_all"]
+    history = [h for h in result.history if h["domain"] != "_all" and h.get("reward_mean") is not None]  # drawn
     overall = [h for h in result.history if h["domain"] == "_all"]
     out = {"arm": args.arm, "checkpoint": result.checkpoint, "steps": result.steps_done,
            "seconds": round(result.seconds, 1), "mlflow_run_id": result.mlflow_run_id,
