@@ -10,6 +10,9 @@ from tests.domains.harbor_helpers import write_harbor_suite, write_harbor_task
 from tests.sandbox.sandbox_helpers import needs_images
 
 pytestmark = needs_images
+# a command that may build an image: the first build on a machine (the base from the archive) takes
+# minutes on a loaded 2-core machine; later ones find it in the shared store (ASSAY_IMAGE_CACHE)
+BUILDS = 1800
 
 
 def test_import_build_check_and_list_an_imported_suite(tmp_path, assay_home):
@@ -20,10 +23,10 @@ def test_import_build_check_and_list_an_imported_suite(tmp_path, assay_home):
     assert payload["suite"] == "shell_harbor" and {t["task"] for t in payload["tasks"]} == {"metrics", "upper-a",
                                                                                            "upper-b"}
     assert payload["tasks"][0]["base"] == "debian:bookworm-slim" and payload["tasks"][0]["network"] is False
-    built = run_cli("tasks", "build", "shell_harbor", "--json")
+    built = run_cli("tasks", "build", "shell_harbor", "--json", timeout=BUILDS)
     assert built.returncode == 0, built.stderr
     assert {r["task"] for r in json.loads(built.stdout)} == {"metrics", "upper-a", "upper-b"}
-    checked = run_cli("tasks", "check", "shell_harbor", "--json", "--timeout-multiplier", "2")
+    checked = run_cli("tasks", "check", "shell_harbor", "--json", "--timeout-multiplier", "2", timeout=BUILDS)
     assert checked.returncode == 0, checked.stderr
     rows = json.loads(checked.stdout)
     assert all(r["ok"] and r["oracle_passed"] and r["do_nothing_failed"] for r in rows), rows
@@ -53,7 +56,7 @@ def test_a_broken_harbor_task_is_reported_with_exit_1(tmp_path, assay_home):
     write_harbor_task(suite, "lax", test_sh="#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
     write_harbor_task(suite, "silent", test_sh="#!/bin/bash\ntrue\n")
     (write_harbor_task(suite, "no-oracle") / "solution" / "solve.sh").unlink()
-    out = run_cli("tasks", "check", str(suite), "--json")
+    out = run_cli("tasks", "check", str(suite), "--json", timeout=BUILDS)
     assert out.returncode == 1, out.stderr
     rows = {r["task"]: r for r in json.loads(out.stdout)}
     assert rows["good"]["ok"] and not rows["lax"]["do_nothing_failed"]
@@ -69,7 +72,7 @@ def test_migrate_writes_harbor_folders_that_check(tmp_path, assay_home):
     assert sorted(r["task"] for r in json.loads(out.stdout)) == ["count", "hello", "upper"]
     assert (tmp_path / "new" / "count" / "task.toml").is_file() and (tmp_path / "new" / "count" / "tests" /
                                                                        "run.sh").is_file()
-    checked = run_cli("tasks", "check", str(tmp_path / "new"))
+    checked = run_cli("tasks", "check", str(tmp_path / "new"), timeout=BUILDS)
     assert checked.returncode == 0 and "3/3 tasks ok" in checked.stdout, checked.stdout + checked.stderr
     again = run_cli("tasks", "migrate", str(old), str(tmp_path / "new"))
     assert again.returncode == 2 and "already exists" in again.stderr

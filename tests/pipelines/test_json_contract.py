@@ -63,7 +63,10 @@ REWARD_TRAIN = ("--base", "tiny", "--epochs", "1", "--batch-size", "16", "--lear
 TRAINED = (("reward", "train", "plug", "--pairs", "{root}/pairs.jsonl", *REWARD_TRAIN),)
 # checked on the whole pairs file: a comparison needs 20 shared pairs, more than the 13 held out
 CHECKED = (*TRAINED, ("reward", "check", "plug", "--pairs", "{root}/pairs.jsonl"))
-PREPARE = {("reward", "check"): TRAINED, ("reward", "compare"): CHECKED, ("reward", "promote"): CHECKED}
+PREPARE = {("reward", "check"): TRAINED, ("reward", "compare"): CHECKED, ("reward", "promote"): CHECKED,
+           # Harbor task folders, from the older-format suite (each case migrates into a folder of its own)
+           ("tasks", "build"): (("tasks", "migrate", "{root}/tasks/shell_tasks", "{root}/harbor_build"),),
+           ("tasks", "import", "harbor"): (("tasks", "migrate", "{root}/tasks/shell_tasks", "{root}/harbor_import"),)}
 
 # command -> (arguments after the command, allowed exit codes, check of the parsed document)
 CASES = {
@@ -80,6 +83,13 @@ CASES = {
                          lambda d: [r["task"] for r in d] == ["count", "hello", "upper"]
                          and all(set(r) == {"task", "oracle_passed", "do_nothing_failed", "ok", "detail"} and r["ok"]
                                  for r in d)),
+    ("tasks", "migrate"): (("{root}/tasks/shell_tasks", "{root}/harbor_migrate"), {0},
+                           lambda d: sorted(r["task"] for r in d) == ["count", "hello", "upper"]),
+    ("tasks", "build"): (("{root}/harbor_build",), {0},
+                         lambda d: sorted(r["task"] for r in d) == ["count", "hello", "upper"]
+                         and all(r["base"] == "debian:bookworm-slim" and r["layers"] >= 3 for r in d)),
+    ("tasks", "import", "harbor"): (("{root}/harbor_import", "--suite", "shell_harbor"), {0},
+                                    lambda d: d["suite"] == "shell_harbor" and len(d["tasks"]) == 3),
     ("sql",): (("SELECT count(*) AS n FROM samples",), {0}, lambda d: d[0]["n"] >= 1),
     ("sandbox", "run"): (("{root}/hello.py",), {0},
                          lambda d: set(d) == {"status", "returncode", "stdout", "stderr", "duration_s"}
