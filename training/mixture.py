@@ -197,6 +197,14 @@ class DomainMixture:
         for pick, k in zip(picks, passes, strict=True):
             self.tracker.observe(pick.domain, pick.index, int(k), samples)
 
+    def remeasured(self, domain: str, passes: list[int], samples: int) -> None:
+        """Fresh pass rates of every row of ``domain`` (``passes[i]`` of ``samples``), measured on the
+        current policy, replace their online estimates (``validation.replateau_steps``)."""
+        for index, k in enumerate(passes):
+            self.tracker.reset(domain, index, k, samples)
+        if self.config.strategy == "learnability":
+            self.probabilities = self._probabilities()
+
     def state_dict(self) -> dict | None:
         """What the next draws depend on beyond (seed, step): the pass-rate estimates and the rows used
         this epoch (learnability sampling), the schedule of boosts (reweighting); None without either."""

@@ -235,10 +235,7 @@ class Validation:
             mixture.boost(round_.step, round_.boosts)
             self.state["boosts"] = dict(round_.boosts)
         for domain, passes in round_.remeasured.items():
-            for index, k in enumerate(passes):
-                mixture.tracker.reset(domain, index, k, round_.samples)
-        if round_.remeasured and mixture.config.strategy == "learnability":
-            mixture.probabilities = mixture._probabilities()
+            mixture.remeasured(domain, passes, round_.samples)
 
     def account(self, rows: list[dict]) -> None:
         """The step's seconds into the budget; the step-0 validation's onto the first step's ``_all`` row."""
