@@ -251,3 +251,21 @@ def test_the_latest_reward_gate_reads_a_lake_whose_checks_predate_the_recorded_b
     new = Q.latest_reward_gate(Q.open_views(lake, ["reward_gates"]), "essays")
     assert new["check"].to_list() == ["rgate-new"] * 2 and new["gate_config"].to_list() == ['{"min_pairs": 20}'] * 2
     assert list(new.columns) == list(T.REWARD_GATES)
+
+
+def test_forgotten_domains_names_when_a_domain_was_flagged_and_whether_it_recovered(assay_home):
+    """Validation rows (training.validation): 'a' falls below its start at steps 4 and 6 and recovers at
+    8; 'b' never falls; older runs without the columns read as nothing flagged."""
+    lake = Lake.at(assay_home)
+    rows = [{"step": 0, "domain": d, "val_score": 0.8} for d in ("a", "b")]
+    for step, (score, flag) in {2: (0.8, 0.0), 4: (0.3, 1.0), 6: (0.2, 1.0), 8: (0.75, 0.0)}.items():
+        rows.append({"step": step, "domain": "a", "val_score": score, "val_delta": score - 0.8, "val_q": 0.01 if flag
+                     else 0.6, "forgetting": flag})
+        rows.append({"step": step, "domain": "b", "val_score": 0.85, "val_delta": 0.05, "val_q": 1.0, "forgetting": 0.0})
+    _history(lake, "r-val", rows)
+    curves = Q.training_curves(Q.open_views(lake, ["training_history"]), "r-val")
+    assert Q.forgotten_domains(curves).rows(named=True) == [
+        {"domain": "a", "first_step": 4, "last_step": 6, "flagged_steps": 2, "judged_steps": 4, "start": 0.8,
+         "latest": 0.75, "delta": pytest.approx(-0.6), "q": 0.01, "flagged_now": False}]
+    _history(lake, "r-old", [{"step": 1, "domain": "a", "reward_mean": 0.5}], old=True)
+    assert Q.forgotten_domains(Q.training_curves(Q.open_views(lake, ["training_history"]), "r-old")).height == 0
