@@ -40,8 +40,8 @@ import json
 import math
 import os
 import shutil
+import stat
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
@@ -50,7 +50,7 @@ from typing import Mapping, Sequence
 from sandbox.cgroups import EpisodeGroup, episode_group
 from sandbox.dockerfile import DEFAULT_PATH
 from sandbox.errors import SandboxError
-from sandbox.images import CA_VARIABLES, Image, inside
+from sandbox.images import CA_VARIABLES, Image, folder_bytes, inside
 from sandbox.isolation import host_ca_bundle
 from sandbox.limits import Limits
 from sandbox.mounts import (
@@ -62,6 +62,8 @@ from sandbox.terminal import (
 )
 
 VERIFIER_OUTPUT_BYTES = 16_384
+VERIFIER_SCRATCH_MB = 64  # /logs/verifier and the verifier's writes into /tests, past the tests' own size
+REWARD_FILE_BYTES = 1_000_000
 NO_CGROUP_STORAGE_CAP_MB = 2048  # a tmpfs counts against RAM: without a memory cgroup, keep it bounded
 # address space per process when a memory cgroup caps the episode (runtimes reserve far more
 # virtual memory than they use: an RLIMIT_AS of memory_mb would break a JVM or Go)
@@ -332,8 +334,12 @@ class ImageEpisode:
             raise FileNotFoundError(f"{tests_dir / script} is missing: a Harbor task's tests/ needs {script} "
                                     "(it writes /logs/verifier/reward.txt or reward.json)")
         started = time.monotonic()
-        scratch = Path(tempfile.mkdtemp(prefix="assay-verifier-"))
-        scratch.chmod(0o711)
+        # /tests (a writable copy, as Harbor uploads it) and /logs/verifier live on a tmpfs of their
+        # own: what the verifier writes there is capped, never the host's disk
+        folder = private_folder("verifier")
+        scratch = folder / "data"
+        scratch.mkdir()
+        mount_tmpfs(scratch, VERIFIER_SCRATCH_MB + (folder_bytes(tests_dir) >> 20))
         fs = self.fs
         cleanup = contextlib.ExitStack()
         try:
@@ -370,7 +376,7 @@ class ImageEpisode:
                                   round(time.monotonic() - started, 4), error)
         finally:
             cleanup.close()
-            _remove_scratch(scratch)
+            release_folder(folder)
 
     def _copy_artifacts(self, fs: ImageFilesystem, artifacts: Sequence[str]) -> str | None:
         """Copy each artifact path of the episode's filesystem to the same path of ``fs``."""
@@ -393,15 +399,8 @@ class ImageEpisode:
                 elif source.is_symlink():
                     os.symlink(os.readlink(source), target)
                     os.lchown(target, fs.host_uid, fs.host_uid)
-                else:
-                    parent = Path(tempfile.mkdtemp(prefix="assay-artifact-"))
-                    try:
-                        shutil.copyfile(source, parent / "f", follow_symlinks=False)
-                        shutil.move(parent / "f", target)
-                    finally:
-                        shutil.rmtree(parent, ignore_errors=True)
-                    os.chown(target, fs.host_uid, fs.host_uid)
-                    target.chmod(source.stat().st_mode & 0o777)
+                else:  # a regular file only: a FIFO or device the agent left is not an artifact
+                    _copy_regular(source, target, self.limits.storage_mb << 20, fs.host_uid)
             except WorkdirTooLarge as exc:
                 return f"artifact {path} is too large to copy: {exc}"
         return None
@@ -420,14 +419,44 @@ class ImageEpisode:
         self.close()
 
 
+def _copy_regular(source: Path, target: Path, max_bytes: int, owner: int) -> None:
+    """Copy ``source`` to ``target`` if it is a regular file (opened without following a link and
+    without blocking on a FIFO), at most ``max_bytes``; anything else is skipped."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    with os.fdopen(fd, "rb") as reader:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return
+        if st.st_size > max_bytes:
+            raise WorkdirTooLarge(f"{source} holds more than {max_bytes >> 20} MB")
+        out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(out, "wb") as writer:
+            copied = 0
+            while chunk := reader.read(1 << 20):
+                copied += len(chunk)
+                if copied > max_bytes:
+                    raise WorkdirTooLarge(f"{source} grew past {max_bytes >> 20} MB while copied")
+                writer.write(chunk)
+    os.chown(target, owner, owner)
+    target.chmod(stat.S_IMODE(st.st_mode) & 0o777)
+
+
+def _head(path: Path, limit: int = REWARD_FILE_BYTES) -> str:
+    with open(path, "rb") as handle:
+        return handle.read(limit).decode("utf-8", "replace")
+
+
 def read_rewards(logs: Path) -> tuple[dict[str, float], str | None]:
     """The metrics in ``logs/reward.json`` (numbers by name), else ``logs/reward.txt`` (one number,
     named ``reward``); ({}, why) when neither holds them."""
     json_path, txt_path = logs / "reward.json", logs / "reward.txt"
     if json_path.is_file() and not json_path.is_symlink():
         try:
-            data = json.loads(json_path.read_text(encoding="utf-8")[:1_000_000])
-        except (ValueError, UnicodeDecodeError) as exc:
+            data = json.loads(_head(json_path))
+        except ValueError as exc:
             return {}, f"reward.json is not JSON: {exc}"
         if isinstance(data, (int, float)) and not isinstance(data, bool):
             data = {"reward": data}
@@ -439,7 +468,7 @@ def read_rewards(logs: Path) -> tuple[dict[str, float], str | None]:
             return {}, "reward.json holds no finite number"
         return rewards, None
     if txt_path.is_file() and not txt_path.is_symlink():
-        text = txt_path.read_text(encoding="utf-8", errors="replace")[:1000].strip()
+        text = _head(txt_path, 1000).strip()
         try:
             value = float(text)
         except ValueError:
@@ -448,14 +477,6 @@ def read_rewards(logs: Path) -> tuple[dict[str, float], str | None]:
             return {}, f"reward.txt holds {text!r}, not a finite number"
         return {"reward": value}, None
     return {}, "the verifier wrote neither /logs/verifier/reward.txt nor reward.json"
-
-
-def _remove_scratch(scratch: Path) -> None:
-    for folder, dirs, _ in os.walk(scratch):
-        for name in dirs:
-            with contextlib.suppress(OSError):
-                os.chmod(os.path.join(folder, name), 0o700)
-    shutil.rmtree(scratch, ignore_errors=True)
 
 
 __all__ = ["EpisodeLimits", "ImageEpisode", "ImageFilesystem", "VerifierResult", "read_rewards"]

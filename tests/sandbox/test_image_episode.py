@@ -126,6 +126,19 @@ def test_shared_verifier_sees_the_agents_tampering_and_a_separate_one_does_not(i
     assert nothing.rewards == {"reward": 0.0}
 
 
+def test_the_verifier_cannot_fill_the_host_or_hang_on_what_the_agent_left(image, tmp_path):
+    import time
+
+    tests = _tests(tmp_path, "head -c 200000000 /dev/zero > /logs/verifier/junk; rm -f /logs/verifier/junk\n"
+                             "[ -e /app/pipe ] && r=0 || r=1; echo $r > /logs/verifier/reward.txt\n")
+    with ImageEpisode(image, timeout_s=60) as episode:
+        episode.run("mkfifo /app/pipe")
+        started = time.monotonic()
+        verdict = episode.verify(tests, timeout_s=30, separate=True, artifacts=["/app/pipe", "/app"])
+    assert time.monotonic() - started < 20 and verdict.rewards == {"reward": 1.0}, verdict.output  # no FIFO copied
+    assert "No space left on device" in verdict.output  # /logs/verifier is a capped tmpfs, not the host's disk
+
+
 def test_closing_unmounts_everything_and_removes_the_control_group(image):
     episode = ImageEpisode(image, limits=EpisodeLimits(cpus=1, memory_mb=256, storage_mb=32), timeout_s=60)
     root, group = episode.root, episode.group
