@@ -131,4 +131,6 @@ def test_heavy_assets_are_in_their_concurrency_pools():
                      "policy_checkpoint": POOL_TRAINER, "checkpoint_sweep": POOL_SWEEP,
                      "policy_pass_rates": POOL_SWEEP,
                      "regression_report": None, "champion_promotion": None, "fast_variant": POOL_SWEEP,
-                     "lake_maintenance": POOL_MAINTENANCE}
+                     "lake_maintenance": POOL_MAINTENANCE,
+                     # scoring only (sandboxed code and terminal episodes), like the gates' self-test
+                     "environment_report_card": POOL_INGEST}

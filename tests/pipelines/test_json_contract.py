@@ -64,6 +64,9 @@ TRAINED = (("reward", "train", "plug", "--pairs", "{root}/pairs.jsonl", *REWARD_
 # checked on the whole pairs file: a comparison needs 20 shared pairs, more than the 13 held out
 CHECKED = (*TRAINED, ("reward", "check", "plug", "--pairs", "{root}/pairs.jsonl"))
 PREPARE = {("reward", "check"): TRAINED, ("reward", "compare"): CHECKED, ("reward", "promote"): CHECKED,
+           # an audit draws from a sweep's completions
+           ("domains", "audit"): (("sweep", "--checkpoint", "base-tiny", "--domains", "plug", "--limit", "2", "--samples",
+                                   "1", "--max-new-tokens", "4", "--dtype", "float32"),),
            # Harbor task folders, from the older-format suite (each case migrates into a folder of its own)
            ("tasks", "build"): (("tasks", "migrate", "{root}/tasks/shell_tasks", "{root}/harbor_build"),),
            ("tasks", "import", "harbor"): (("tasks", "migrate", "{root}/tasks/shell_tasks", "{root}/harbor_import"),)}
@@ -75,6 +78,11 @@ CASES = {
     ("domains", "check"): (("plug",), {0}, lambda d: {"domain", "passed", "checks"} <= set(d) and d["passed"]),
     ("domains", "attack"): (("plug", "--items", "3"), {0}, lambda d: {"run", "passed", "domains"} <= set(d) and d["passed"]
                             and d["domains"][0]["domain"] == "plug" and d["domains"][0]["paid_families"] == []),
+    ("domains", "report"): (("plug", "--items", "3", "--search-items", "2"), {0, 1},
+                            lambda d: {"run", "passed", "totals", "cards"} <= set(d) and d["cards"][0]["domain"] == "plug"
+                            and d["cards"][0]["oracle_pass"] == 1.0 and d["totals"]["carded"] == 1),
+    ("domains", "audit"): (("plug", "--checkpoint", "base-tiny", "--out", "{root}/audit.jsonl"), {0},
+                           lambda d: {"file", "rows", "strata", "audit"} <= set(d) and d["rows"] >= 1),
     ("ingest",): (("plug", "{root}/rows.jsonl"), {0},
                   lambda d: set(d) == {"domain", "received", "admitted", "quarantined", "reasons"}
                   and d["received"] == 2),
