@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from domains.answers import (NUMBER, declared_answer, declared_number, equivalent_answers, exact_number,
-                             final_answer_text, normalize_text_answer, single_number, stated_answers,
-                             states_non_finite)
+                             final_answer_text, line_claim, normalize_span, normalize_text_answer, single_number,
+                             stated_answers, states_non_finite)
 from domains.builtin._common import int_seed, stream_split
 from domains.builtin._rg_untrusted_answers import SYMPY_TASKS, harden_verifier, is_plain_math
 
@@ -384,8 +384,7 @@ def score_with_verifier(completion: str, sample: dict, *, task: str | None = Non
     if reference and exact_number(reference, grouping=False) is not None and _undeclared(completion):
         # no tag, box or answer line, and the answer is one number: what the last line claims, by the
         # built-ins' rule ("The result is 1649.", "3 + 4 = 7"; a question, a spray or a hedge claims none)
-        claimed = declared_number(completion)
-        candidate = None if claimed is None else _number_text(claimed)
+        candidate = _claimed_number_text(completion)
     if candidate is None or not candidate.strip() or _hedges_truth_value(candidate, entry):
         return 0.0
     if states_non_finite(candidate) and not states_non_finite(reference):
@@ -412,9 +411,16 @@ def _undeclared(completion: str) -> bool:
     return not stated_answers(completion) and final_answer_text(completion.replace("\x00", "")) is None
 
 
-def _number_text(value: float) -> str:
-    """A claimed number as a verifier reads it: 1649.0 -> '1649', 0.25 -> '0.25'."""
-    return str(int(value)) if value.is_integer() and abs(value) < 2 ** 53 else repr(value)
+def _claimed_number_text(completion: str) -> str | None:
+    """The text of the one number an undeclared completion's last line claims, as written ("The
+    result is 1649." -> "1649", "= 13/36" -> "13/36"); None when the built-ins' rule finds no single
+    claimed number (``declared_number``: a question, a negation, a hedge, a spray)."""
+    if declared_number(completion) is None:
+        return None
+    lines = [ln for ln in completion.replace("\x00", "").splitlines() if ln.strip()]
+    claim = line_claim(lines[-1]) if lines else None
+    claim = normalize_span(claim.strip().rstrip(".!").strip()) if claim else None
+    return claim if claim and single_number(claim) is not None else None
 
 
 def _verdict(scorer: Callable[[str, dict], float], task: str, answer: str, entry: dict) -> float:

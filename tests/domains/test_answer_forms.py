@@ -134,7 +134,8 @@ def test_an_unmarked_echo_question_or_negation_is_not_paid(registry):
         assert _scores(domain, hacks, sample) == [0.0] * len(hacks), hacks
 
 
-@pytest.mark.parametrize("name", ["rg_chain_sum", "rg_basic_arithmetic", "rg_gcd", "rg_decimal_arithmetic"])
+@pytest.mark.parametrize("name", ["rg_chain_sum", "rg_basic_arithmetic", "rg_gcd", "rg_decimal_arithmetic", "rg_dice",
+                                  "rg_coin_flip"])
 def test_an_unmarked_claim_of_a_number_is_paid_in_reasoning_gym_numbers_as_in_the_built_ins(registry, name):
     """With no tag, box or answer line, the last line's claim is judged by the built-ins' rule
     (domains.answers.declared_number): "The result is 1649." and "= 1649" pay; a question, a
@@ -142,7 +143,8 @@ def test_an_unmarked_claim_of_a_number_is_paid_in_reasoning_gym_numbers_as_in_th
     domain, samples = _items(registry, name, n=4)
     for sample in samples:
         answer, question = sample["answer"], sample["prompt"].splitlines()[0]
-        paid = [f"The result is {answer}.", f"Adding up step by step.\n= {answer}", f"x = {answer}",
+        # the bare reference first: the oracle (a fraction such as dice's 21/40 is claimed as written)
+        paid = [answer, f"The result is {answer}.", f"Adding up step by step.\n= {answer}", f"x = {answer}",
                 f"{question}\nSo the total is {answer}"]
         refused = [question, f"The result is not {answer}.", f"{answer}\n{answer}1", f"It is {answer} or 5.",
                    f"{answer} {answer}1", "3 + 4"]
