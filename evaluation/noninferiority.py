@@ -29,7 +29,7 @@ K samples (the item is the unit of analysis, as in :mod:`evaluation.regression`)
   gained) counts by Tango's restricted-MLE score statistic (Tango 1998, Stat. Med. 17:891-908). The
   p-value is the supremum, over the nuisance rate x of gains on the H0 boundary (P(lost) = x +
   margin, P(gained) = x), of the probability of a table at least as extreme; the nuisance grid is
-  the one of ``regression._exact_unconditional_p`` (a coarse grid, then a finer one around its
+  the one of ``regression.exact_unconditional_p`` (a coarse grid, then a finer one around its
   maximum) plus the boundary's two end points, which that grid approaches but does not include, so
   ``p_inferior`` is the regression test's p, or slightly above it when the supremum lies at an end.
   The end points matter here: when every item agrees, the table's probability at x = 0 ("no gains,
@@ -278,7 +278,7 @@ def _exact_p(lost: np.ndarray, gained: np.ndarray, n: int, margin: float) -> tup
         high = np.concatenate((np.cumsum(p[::-1])[::-1], [0.0]))[np.searchsorted(kept, above)]  # small end first
         return np.stack([low, high])
 
-    # the grid of regression._exact_unconditional_p, plus the boundary's end points
+    # the grid of regression.exact_unconditional_p, plus the boundary's end points
     interior = np.linspace(0, upper, NUISANCE_GRID + 2)[1:-1]
     step = interior[1] - interior[0]
     coarse = np.stack([tails(x) for x in interior])              # (grid, direction, table)

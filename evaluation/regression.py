@@ -86,9 +86,8 @@ from storage.errors import UserError
 # them too); imported here under the names this module has always had
 from storage.paired_statistics import (  # noqa: F401
     DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_Q, EXACT_MAX_N, EXACT_PERMUTATION_UNITS, NUISANCE_GRID,
-    PERMUTATION_BELOW_UNITS, PERMUTATION_DRAWS, POWER, PairedTest, _binary_paired_test, _exact_unconditional_p,
-    _sign_flip_p, _t_p, _t_ppf, _tango_restricted, benjamini_hochberg, holm, minimum_detectable_drop, paired_se,
-    paired_test, standard_error, tango_z)
+    PERMUTATION_BELOW_UNITS, PERMUTATION_DRAWS, POWER, PairedTest, benjamini_hochberg, exact_unconditional_p, holm,
+    minimum_detectable_drop, paired_se, paired_test, standard_error, tango_z)
 
 REQUIRED_COLUMNS = ("domain", "item_id", "sample_idx", "score")
 VERDICTS = ("ok", "warn", "regression", "underpowered")

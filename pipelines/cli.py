@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import pkgutil
 import subprocess
 import sys
@@ -114,7 +113,7 @@ def version_text() -> str:
     (and whether tracked files have uncommitted changes), and where ASSAY_HOME points. Stdlib only."""
     from importlib import metadata
 
-    from storage.home import HOME_ENV, resolve_home
+    from storage.home import HOME_ENV, home_from_environment, resolve_home
 
     try:
         version = metadata.version("assay")
@@ -134,7 +133,7 @@ def version_text() -> str:
     else:
         lines.append(f"installed package at {root} (not a git checkout: no commit to show)")
     home = resolve_home()
-    source = f"from ${HOME_ENV}" if os.environ.get(HOME_ENV) else f"${HOME_ENV} unset: .assay in the working directory"
+    source = f"from ${HOME_ENV}" if home_from_environment() else f"${HOME_ENV} unset: .assay in the working directory"
     lines.append(f"ASSAY_HOME {home} ({source}{'' if home.exists() else '; not created yet'})")
     return "\n".join(lines)
 

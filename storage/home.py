@@ -16,3 +16,9 @@ def resolve_home(home: str | os.PathLike | None = None) -> Path:
     """``home``, else ``$ASSAY_HOME``, else ``.assay`` in the working directory (made absolute)."""
     chosen = home if home else os.environ.get(HOME_ENV) or DEFAULT_HOME
     return Path(chosen).expanduser().resolve()
+
+
+def home_from_environment() -> bool:
+    """Whether ``$ASSAY_HOME`` chose the home (else ``.assay`` in the working directory)."""
+    return bool(os.environ.get(HOME_ENV))
+

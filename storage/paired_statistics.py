@@ -227,7 +227,7 @@ def _binary_paired_test(b: np.ndarray, c: np.ndarray, *, margin: float, alpha: f
         p_min = 0.5 ** discordant
         test = "exact McNemar"
     elif n <= EXACT_MAX_N:
-        p = _exact_unconditional_p(lost, gained, n, margin)
+        p = exact_unconditional_p(lost, gained, n, margin)
         # the most extreme table is every item lost (Tango's z is largest there); its probability
         # on the H0 boundary, (p_gain + margin)^n, is largest at p_gain -> (1 - margin) / 2
         p_min = ((1 + margin) / 2) ** n
@@ -244,7 +244,7 @@ def _binary_paired_test(b: np.ndarray, c: np.ndarray, *, margin: float, alpha: f
                       ci_high=delta + z * se, mde=mde, test=test, units=n, p_min=p_min, alpha=alpha)
 
 
-def _exact_unconditional_p(lost: int, gained: int, n: int, margin: float) -> float:
+def exact_unconditional_p(lost: int, gained: int, n: int, margin: float) -> float:
     """sup over the H0 boundary (p_lost = p_gained + margin) of P(Z >= Z_observed)."""
     from scipy.special import gammaln
 

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("storage", "sandbox", "domains", "generation", "quality", "training", "evaluation", "assets", "pipelines", "ui")
 READERS = {  # module -> why it reads the environment (ARCHITECTURE.md "Configuration")
-    "storage/lake.py": "ASSAY_HOME",
+    "storage/home.py": "ASSAY_HOME",
     "storage/deployment.py": "ASSAY_PROFILE, ASSAY_PROFILE_FILE, ASSAY_POSTGRES_URL, ASSAY_S3_*, ASSAY_LAKE_CATALOG",
     "storage/tracking.py": "ASSAY_MLFLOW_UI_URL",
     "generation/vllm_server.py": "ASSAY_VLLM_SERVER_URL",

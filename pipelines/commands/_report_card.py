@@ -67,9 +67,9 @@ def register(sub) -> None:
 
 def _chosen(args: argparse.Namespace):
     from domains import UnknownDomainError
-    from pipelines.commands.domains import _registry
+    from pipelines.commands.domains import registry_with_warnings
 
-    registry = _registry()
+    registry = registry_with_warnings()
     if sum((bool(args.domain), args.all, bool(args.tag))) != 1:
         raise CliError("give DOMAIN names, --all or --tag (one of them); `assay domains list` shows the names")
     try:
@@ -169,13 +169,13 @@ def _human(cards, rows, totals: dict, run: str | None) -> str:
 
 def audit_domain(args: argparse.Namespace) -> int:
     from domains import UnknownDomainError
-    from pipelines.commands.domains import _registry
+    from pipelines.commands.domains import registry_with_warnings
     from quality.report_card.audit import AuditError, draw_audit, read_labels, summarize, write_audit, \
         write_labelling_file
     from storage.deployment import open_lake
 
     try:
-        domain = _registry().get(args.domain)
+        domain = registry_with_warnings().get(args.domain)
     except UnknownDomainError as exc:
         raise CliError(f"{exc}; `assay domains list` shows the names") from None
     if args.labels is None and not args.checkpoint:

@@ -59,7 +59,8 @@ def register(subparsers) -> None:
     _report_card.register(sub)  # `assay domains report` and `assay domains audit`
 
 
-def _registry():
+def registry_with_warnings():
+    """The registry, each broken plugin said on stderr (every `assay domains` command starts here)."""
     from domains import get_registry
 
     registry = get_registry()
@@ -69,7 +70,7 @@ def _registry():
 
 
 def list_domains(args: argparse.Namespace) -> int:
-    registry = _registry()
+    registry = registry_with_warnings()
     rows = [d.describe() for d in registry.select(tags=args.tag)]
 
     def human(rows):
@@ -87,7 +88,7 @@ def check_domains(args: argparse.Namespace) -> int:
     from quality.report_card.hack_corpus import read_corpus
     from storage.deployment import open_lake
 
-    registry = _registry()
+    registry = registry_with_warnings()
     if args.all == bool(args.domain):
         raise CliError("give one DOMAIN or --all")
     try:
@@ -120,7 +121,7 @@ def attack_domains(args: argparse.Namespace) -> int:
     from domains import UnknownDomainError
 
     config = model_from_args(AttackConfig, args)
-    registry = _registry()
+    registry = registry_with_warnings()
     if sum((bool(args.domain), args.all, bool(args.tag))) != 1:
         raise CliError("give DOMAIN names, --all or --tag (one of them); `assay domains list` shows the names")
     try:

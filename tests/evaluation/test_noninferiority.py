@@ -13,7 +13,7 @@ from scipy import stats
 
 from evaluation.noninferiority import (DEFAULT_NI_ALPHA, DEFAULT_NI_MARGIN, NI_VERDICTS, _binary_tests, _exact_p,
                                        _tango_interval, _verdict, all_agree_items, noninferiority_report)
-from evaluation.regression import RegressionInputError, _exact_unconditional_p, tango_z, compare_results
+from evaluation.regression import RegressionInputError, exact_unconditional_p, tango_z, compare_results
 
 M, ALPHA = DEFAULT_NI_MARGIN, DEFAULT_NI_ALPHA
 
@@ -222,7 +222,7 @@ def test_p_inferior_is_the_regression_tests_p():
         b, c = _table(n, lost, gained)
         (d,) = noninferiority_report(_binary({"a": b}), _binary({"a": c})).domains
         (r,) = compare_results(_binary({"a": b}), _binary({"a": c}), margin=M).domains
-        assert r.p == _exact_unconditional_p(lost, gained, n, M)
+        assert r.p == exact_unconditional_p(lost, gained, n, M)
         # the same test on the same grid, plus the boundary's end points (regression's grid stops
         # just short of them; at (18, 12) the supremum lies at "no gains", so p is a bit larger)
         assert d.p_inferior >= r.p * (1 - 1e-12) and d.p_inferior == pytest.approx(r.p, rel=1e-6)

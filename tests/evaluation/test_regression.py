@@ -192,12 +192,12 @@ def test_exact_mcnemar_with_few_discordant_pairs_is_underpowered(discordant, und
 
 @pytest.mark.parametrize("n, underpowered", [(4, True), (5, False)])
 def test_exact_unconditional_with_few_items_is_underpowered(n, underpowered):
-    from evaluation.regression import _exact_unconditional_p
+    from evaluation.regression import exact_unconditional_p
 
     t = paired_test(np.ones(n), np.zeros(n), margin=0.01, binary_single_sample=True)
     assert t.test.startswith("exact unconditional")
     # the closed form is the p of the most extreme table (every item lost), computed the long way
-    assert t.p_min == pytest.approx(_exact_unconditional_p(n, 0, n, 0.01), rel=1e-3)
+    assert t.p_min == pytest.approx(exact_unconditional_p(n, 0, n, 0.01), rel=1e-3)
     assert t.underpowered is underpowered
 
 
