@@ -746,7 +746,9 @@ def forgotten_domains(curves: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     validated = curves.filter((pl.col("domain") != "_all") & pl.col("val_score").is_not_null()).sort("step")
     judged = validated.filter(pl.col("forgetting").is_not_null())
-    last_validation = judged["step"].max() if judged.height else None
+    if not judged.height:
+        return pl.DataFrame(schema=schema)
+    last_validation = judged["step"].max()
     flagged = pl.col("forgetting") >= 1
     out = judged.group_by("domain").agg(
         pl.col("step").filter(flagged).min().alias("first_step"),
