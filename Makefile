@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 export OMP_NUM_THREADS ?= 2
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install system-deps test-deps demo test test-fast ui dashboard bench gpu-check clean team-up team-down postgres
+# importers: see its target
+.PHONY: install importers system-deps test-deps demo test test-fast ui dashboard bench gpu-check clean team-up team-down postgres
 
 install: $(VENV)/.installed ## venv + project + shipped data (+ bubblewrap where root)
 
@@ -58,7 +59,14 @@ system-deps: ## bubblewrap for the sandbox, mmdebstrap for Harbor tasks' images 
 	  else echo "note: mmdebstrap is missing and cannot be installed here: Harbor tasks' images (the built-in terminal suite's included) cannot be built (see README)"; fi; \
 	fi
 
-test-deps: install postgres ## chromium for the dashboard's browser test, PostgreSQL for the team profile's
+importers: $(VENV)/.importers ## inspect-ai, lm-eval and verifiers, for `assay domains import` (opt-in; make test installs them)
+
+$(VENV)/.importers: $(VENV)/.installed pyproject.toml
+	@$(STEP) "environment importers (.[importers]: inspect-ai, lm-eval, verifiers)" -- \
+	  $(BIN)/pip install --quiet -e ".[importers]"
+	@touch $@
+
+test-deps: install importers postgres ## chromium for the dashboard's browser test, PostgreSQL for the team profile's
 	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  (apt-get install -y -qq chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)); \
 	fi

@@ -4,7 +4,9 @@ Built-ins are the modules in ``domains/builtin/``; plugins are every ``*.py`` in
 by ``ASSAY_DOMAINS_PATH`` (os.pathsep-separated). A module contributes ``DOMAIN`` or ``DOMAINS``.
 A terminal task suite (a folder of task folders, :mod:`domains.task_folder`) needs no code: a folder
 on the path that is a suite, or a suite inside one, registers as a domain named after its folder, and
-so does each suite imported with ``assay tasks import harbor`` (under ``$ASSAY_HOME/tasks``).
+so does each suite imported with ``assay tasks import harbor`` (under ``$ASSAY_HOME/tasks``), and each
+environment imported from another framework with ``assay domains import`` (under
+``$ASSAY_HOME/environments``, :mod:`domains.importers.environments`).
 A module that fails to import, or whose domain breaks the contract or clashes with a name already
 registered, is recorded as a :class:`PluginError` (file and reason) and the others still load.
 The registry is a plain mapping filled by loading modules: adding a domain touches no other file.
@@ -202,9 +204,10 @@ def _import_plugin(path: Path):
 
 
 def load_registry(domains_path: str | None = None, include_builtins: bool = True,
-                  imported: Path | None = None) -> Registry:
-    """Load built-ins, the plugins under ``domains_path`` (an os.pathsep-separated string) and the
-    task suites imported under ``imported`` (default: none)."""
+                  imported: Path | None = None, environments: Path | None = None) -> Registry:
+    """Load built-ins, the plugins under ``domains_path`` (an os.pathsep-separated string), the
+    task suites imported under ``imported`` and the environments imported under ``environments``
+    (``assay domains import``; default: none of either)."""
     registry = Registry()
     if include_builtins:
         for module_name, source in _builtin_modules():
@@ -230,10 +233,19 @@ def load_registry(domains_path: str | None = None, include_builtins: bool = True
             registry.errors.append(PluginError(str(folder), f"{type(exc).__name__}: {exc}"))
             continue
         registry.add_module(SimpleNamespace(DOMAIN=suite), str(folder))
+    from domains.importers.environments import environment_domain, imported_environment_folders
+
+    for folder in imported_environment_folders(environments):
+        try:
+            domain = environment_domain(folder)
+        except (Exception, SystemExit) as exc:
+            registry.errors.append(PluginError(str(folder), f"{type(exc).__name__}: {exc}"))
+            continue
+        registry.add_module(SimpleNamespace(DOMAIN=domain), str(folder))
     return registry
 
 
-_CACHE: dict[tuple[str | None, str], Registry] = {}
+_CACHE: dict[tuple[str | None, str, str], Registry] = {}
 
 
 def configured_domains_path() -> str | None:
@@ -250,9 +262,12 @@ def get_registry(domains_path: str | None = None, *, reload: bool = False) -> Re
     if domains_path is None:
         domains_path = configured_domains_path()
     imported = imported_tasks_root()
-    key = (domains_path, str(imported))
+    from domains.importers.environments import environments_root
+
+    environments = environments_root()
+    key = (domains_path, str(imported), str(environments))
     if reload or key not in _CACHE:
-        _CACHE[key] = load_registry(domains_path, imported=imported)
+        _CACHE[key] = load_registry(domains_path, imported=imported, environments=environments)
     return _CACHE[key]
 
 

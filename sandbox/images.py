@@ -204,7 +204,7 @@ class ImageStore:
         if found is not None:
             return found
         require_root("building an image")
-        for tool in ("mmdebstrap", "bwrap", "mount"):
+        for tool in ("mmdebstrap", "bwrap", "mount", "unshare"):
             if shutil.which(tool) is None:
                 raise BuildError(f"building an image needs {tool}: `apt-get install mmdebstrap bubblewrap` "
                                  "(`make system-deps` does it as root)")
@@ -274,7 +274,11 @@ class ImageStore:
 
     def _bootstrap(self, plan: BuildPlan, diff: Path, deadline: float) -> None:
         base = plan.base
-        argv = ["mmdebstrap", "--variant=minbase", "--quiet", "--mode=root"]
+        # mmdebstrap mounts proc, sys, devpts and a tmpfs inside the root it builds: in a mount namespace of
+        # its own they vanish with it, so a build killed midway (a timeout, a restart) leaves no mount in the
+        # store for a later `rm -rf` or rmtree to descend into (a partial layer held the host's /proc)
+        argv = ["unshare", "--mount", "--propagation", "private", "--kill-child",
+                "mmdebstrap", "--variant=minbase", "--quiet", "--mode=root"]
         if base.slim:
             argv += [f"--dpkgopt=path-exclude={p}" for p in SLIM_EXCLUDES]
             argv += [f"--dpkgopt=path-include={p}" for p in SLIM_INCLUDES]

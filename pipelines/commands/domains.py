@@ -1,6 +1,7 @@
-"""``assay domains list|check|attack|report|audit``: the registry, the environment self-test of each
-domain, the red-team run of its reward (:mod:`quality.reward_attacks`), and its report card
-(:mod:`pipelines.commands._report_card`)."""
+"""``assay domains list|check|attack|report|audit|import``: the registry, the environment self-test of each
+domain, the red-team run of its reward (:mod:`quality.reward_attacks`), its report card
+(:mod:`pipelines.commands._report_card`), and environments of other frameworks made domains
+(:mod:`pipelines.commands._import_environments`)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,10 @@ def register(subparsers) -> None:
     from pipelines.commands import _report_card
 
     _report_card.register(sub)  # `assay domains report` and `assay domains audit`
+
+    from pipelines.commands import _import_environments
+
+    _import_environments.register(sub)  # `assay domains import`
 
 
 def registry_with_warnings():

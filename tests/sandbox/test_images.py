@@ -95,3 +95,39 @@ def test_add_unpacks_a_local_archive_and_copy_sets_owner_and_mode(store, tmp_pat
     assert (added / "srv" / token / "tree" / "inner" / "f.txt").read_text() == "inside\n"
     st = (copied / "srv" / token / "owned.txt").stat()
     assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (1234, 1234, 0o640)
+
+
+@pytest.mark.slow
+def test_a_base_build_mounts_nothing_in_the_hosts_namespace_and_a_killed_one_leaves_no_mount(tmp_path):
+    """mmdebstrap mounts proc, sys, devpts and a tmpfs in the root it builds; run in the host's mount
+    namespace, a build killed midway left them mounted in the store (a later rm -rf of the store walked
+    into the host's /proc). It runs in a namespace of its own: the host never sees them."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store = tmp_path / "store"
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "Dockerfile").write_text("FROM debian:bookworm\n")  # not -slim: a cold base of its own
+    build = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from sandbox.dockerfile import plan_dockerfile; "
+         "from sandbox.images import ImageStore; ImageStore(sys.argv[1]).build(plan_dockerfile(sys.argv[2]))",
+         str(store), str(tmp_path / "ctx" / "Dockerfile")], start_new_session=True)
+    seen, deadline, installing_since = [], time.monotonic() + 90, None
+    try:
+        while time.monotonic() < deadline and build.poll() is None:
+            seen += [line for line in Path("/proc/mounts").read_text().splitlines() if str(store) in line]
+            status = list(store.glob("layers/*.partial-*/diff/var/lib/dpkg/status"))
+            if installing_since is None and status and status[0].stat().st_size > 10_000:
+                installing_since = time.monotonic()  # mmdebstrap is installing packages: its mounts are up
+            if installing_since is not None and time.monotonic() - installing_since > 3:
+                break
+            time.sleep(0.2)
+        assert build.poll() is None and installing_since is not None, "the build was not caught midway"
+    finally:
+        os.killpg(build.pid, signal.SIGKILL)
+        build.wait()
+    time.sleep(1)  # the namespace goes with its last process
+    after = [line for line in Path("/proc/mounts").read_text().splitlines() if str(store) in line]
+    assert seen == [] and after == [], (seen[:3], after[:3])
