@@ -23,7 +23,8 @@ def test_help_is_fast_and_imports_nothing_heavy():
 
     code = ("import sys\nfrom pipelines.cli import build_parser\n"
             "try:\n    build_parser().parse_args(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print([m for m in ('torch','deepspeed','great_expectations','transformers','dagster','mlflow') "
+            "print([m for m in ('torch','deepspeed','great_expectations','transformers','dagster','mlflow',"
+            "'inspect_ai','lm_eval','verifiers','reasoning_gym') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout

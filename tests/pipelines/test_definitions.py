@@ -12,7 +12,7 @@ import dagster as dg
 
 from tests.conftest import PLUGIN_TEMPLATE, REPO, write_plugin
 
-HEAVY = ("torch", "deepspeed", "great_expectations", "transformers", "mlflow")
+HEAVY = ("torch", "deepspeed", "great_expectations", "transformers", "mlflow", "inspect_ai", "lm_eval", "verifiers")
 
 
 def _fresh_python(code: str, env: dict) -> subprocess.CompletedProcess:
