@@ -38,6 +38,10 @@ def register(sub) -> None:
     parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                         help="an argument of the task / load_environment (repeatable; VALUE read as TOML, else text)")
     parser.add_argument("--args-file", type=Path, metavar="FILE.toml", help="arguments from a TOML file")
+    parser.add_argument("--reference", metavar="TEMPLATE",
+                        help="verifiers: the completion that answers an item, a template over the task's data fields "
+                             "(default '{answer}'), e.g. '<answer>{answer}</answer>': Assay's self-test feeds it as "
+                             "a completion that must earn full credit, and verifiers has no parser to format it")
     parser.add_argument("--min-recall", type=float, default=0.0, metavar="F",
                         help="the report card's recall bar (correct answers in other forms that must be paid); "
                              "default 0: measured and shown, not enforced, since the scorer is the source's own")
@@ -72,6 +76,8 @@ def import_domain(args: argparse.Namespace) -> int:
     options = {"arguments": parse_arguments(args.arg, args.args_file)}
     if args.task:
         options["task"] = args.task
+    if args.reference:
+        options["reference"] = args.reference
     result = import_environment(args.kind, args.source, name=args.name, options=options, split_from=args.split_from,
                                 eval_share=args.eval_share, replace=args.replace,
                                 min_recall=args.min_recall)
