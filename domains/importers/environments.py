@@ -244,7 +244,10 @@ def import_environment(kind: str, source: str, *, name: str | None = None, optio
 
 
 def default_name(source: str) -> str:
-    """A domain name from a source: a file's stem, a module's last part, a task's name after ':'."""
+    """A domain name from a source: a file's stem, a module's last part, a task's name after ':' or '@'
+    (Inspect's FILE.py@TASK)."""
+    if "@" in source and not Path(source).exists():
+        source = source.rsplit("@", 1)[1]
     base = source.rstrip("/").split(":")[-1] if ":" in source and not Path(source).exists() else Path(source).stem
     base = base.rsplit(".", 1)[-1] if "/" not in base else base
     name = "".join(c if c.isalnum() else "_" for c in base.lower()).strip("_")
