@@ -267,6 +267,13 @@ def _reward_hooks(vf, task_cls: type, task_config, source: str) -> list:
     if needs_runtime:
         raise ImportRefused(f"{source}: the rewards {', '.join(needs_runtime)} take the rollout's runtime (they run "
                             "in its sandbox); only rewards computed from the reply are supported")
+    # offline, verifiers skips a metric that needs the runtime; a reward reading trace.metrics would then
+    # score what the sandbox never measured
+    metrics_needing_runtime = [fn.__name__ for fn in probe.hooks("metric") if _requires_runtime(fn)]
+    if metrics_needing_runtime:
+        raise ImportRefused(f"{source}: the metrics {', '.join(metrics_needing_runtime)} take the rollout's runtime "
+                            "(they run in its sandbox, and rewards may read them); only tasks scored on the reply "
+                            "are supported")
     weights = {fn.__name__: float(getattr(fn, "_vf_weight", 1.0)) for fn in rewards}
     negative = {name: w for name, w in weights.items() if w < 0}
     if negative:
@@ -569,10 +576,10 @@ class VerifiersImporter:
                 with _quiet():
                     module = importlib.import_module(name)
             except Exception as exc:
+                wanted = " ".join(str(v) for v in (settings.get("distribution") or name, settings.get("module_version"))
+                                  if v)
                 raise ImportRefused(f"the verifiers environment module {name!r} this domain was imported from is not "
-                                    f"importable ({type(exc).__name__}: {exc}): install it again "
-                                    f"({settings.get('distribution') or name} {settings.get('module_version') or ''})"
-                                    ) from exc
+                                    f"importable ({type(exc).__name__}: {exc}): install it again ({wanted})") from exc
             now = _module_identity(module)
             if (now["module_version"], now["module_digest"]) != (settings["module_version"], settings["module_digest"]):
                 raise ImportRefused(
@@ -580,7 +587,8 @@ class VerifiersImporter:
                     f"{settings['module_version']} -> {now['module_version']}"
                     + ("" if now["module_version"] != settings["module_version"] else ", its files differ")
                     + f"): import it again (`assay domains import verifiers {name} --name NAME --replace`) or "
-                    f"reinstall {settings.get('distribution') or name} {settings['module_version'] or ''}")
+                    f"reinstall {settings.get('distribution') or name}"
+                    + (f" {settings['module_version']}" if settings["module_version"] else ""))
         taskset_cls = _taskset_class(vf, module, str(settings.get("file") or settings.get("module")))
         task_cls = taskset_cls.task_type()
         if task_cls.__name__ != settings["task_class"]:

@@ -131,6 +131,7 @@ def test_parity_continuous_reward_and_zero_weight(tmp_path, monkeypatch):
     ("tools_env", "toolsets LookupToolset"),
     ("judge_env", "JudgeConfig field 'judge'"),
     ("sandbox_env", "file_written take the rollout's runtime"),
+    ("measured_env", "metrics run_program take the rollout's runtime"),
     ("legacy_env", "verifiers v0 environment"),
     ("penalty_env", "negative reward weights {'too_long': -0.5}"),
 ])
