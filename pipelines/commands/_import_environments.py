@@ -8,7 +8,7 @@ import argparse
 import tomllib
 from pathlib import Path
 
-from pipelines.cli import CliError, add_json_flag, emit
+from pipelines.cli import CliError, add_json_flag, emit, with_examples
 
 SOURCE_HELP = {
     "inspect": "an Inspect AI task: FILE.py[@TASK] or MODULE:TASK (the @task function to load)",
@@ -47,6 +47,9 @@ def register(sub) -> None:
                              "default 0: measured and shown, not enforced, since the scorer is the source's own")
     parser.add_argument("--replace", action="store_true", help="replace an environment imported under the same name")
     add_json_flag(parser)
+    with_examples(parser, "assay domains import inspect examples/environments/inspect/capitals.py",
+                  note="SOURCE paths are read from the current folder; examples/environments/ holds one example per "
+                       "source.")
     parser.set_defaults(handler=import_domain)
 
 

@@ -9,8 +9,9 @@ pairs` then `assay reward train`, is one test running them in order), so xdist s
 its workers. Each runs in its own copy of the home of the README's smoke run (the first demo
 example; the session runs it once for every test that checks it, tests/conftest.py's smoke_run),
 in the state the smoke run left whatever ran before it, from a working folder holding a copy of
-two shipped terminal tasks as the user's ``./my_tasks`` (Harbor's format) and a suite of Assay's
-older format as ``./old_tasks``. The demo's next steps run in the smoke
+two shipped terminal tasks as the user's ``./my_tasks`` (Harbor's format), a suite of Assay's
+older format as ``./old_tasks`` and the example environments of other frameworks as
+``./examples/environments``. The demo's next steps run in the smoke
 run's home itself, which they only read.
 """
 
@@ -107,6 +108,9 @@ def _work_folder(path: Path) -> Path:
     for task in ("count_lines", "create_hello_file"):
         shutil.copytree(REPO / "domains" / "builtin" / "terminal_tasks" / task, path / "my_tasks" / task)
     write_task_suite(path, "old_tasks")  # a suite of Assay's older format, for `assay tasks migrate`
+    # environments of other frameworks, for `assay domains import` (they read their data from their own folder)
+    shutil.copytree(REPO / "examples" / "environments", path / "examples" / "environments",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     return path
 
 
