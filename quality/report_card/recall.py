@@ -159,6 +159,19 @@ def asked_format(sample: dict) -> str:
     return FREE_FORM
 
 
+_TAGGED_REFERENCE = re.compile(r"\s*<answer>(.*?)</answer>\s*", re.IGNORECASE | re.DOTALL)
+_ANSWER_LINE_REFERENCE = re.compile(r"(?:.*\n)?[ \t]*answer[ \t]*:[ \t]*([^\n]+?)[ \t]*", re.IGNORECASE | re.DOTALL)
+
+
+def bare_reference(reference: str, fmt: str) -> str:
+    """The answer itself when the reference is already written in the asked form (an imported
+    environment's reference is the completion its scorer pays: ``<answer>117</answer>``, ``ANSWER: 7``),
+    else the reference: the families declare the answer themselves and would wrap it twice."""
+    pattern = _TAGGED_REFERENCE if fmt == TAGGED else _ANSWER_LINE_REFERENCE if fmt == ANSWER_LINE else None
+    match = pattern.fullmatch(reference) if pattern is not None else None
+    return match.group(1).strip() if match and match.group(1).strip() else reference
+
+
 def _declare(value: str, fmt: str) -> str:
     return f"<answer>{value}</answer>" if fmt == TAGGED else f"Answer: {value}"
 
@@ -372,7 +385,7 @@ def equivalence_families(sample: dict, prompt_format: str | None = None) -> dict
     prompts get none. ``prompt_format``: ``TAGGED``/``ANSWER_LINE``/``FREE_FORM`` (default: read
     from the prompt, :func:`asked_format`)."""
     fmt = prompt_format or asked_format(sample)
-    reference = str(sample.get("answer") or "")
+    reference = bare_reference(str(sample.get("answer") or ""), fmt)
     if fmt == FREE_FORM or not reference.strip():
         return {}
     out = {}

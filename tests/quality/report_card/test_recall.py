@@ -179,3 +179,22 @@ def test_built_in_verifiers_pay_every_correct_form(name):
     report = measure_recall(load_registry(None).get(name), items=6)
     assert report.error is None and report.items >= 4 and not report.control_failures, report.control_failures
     assert report.candidates and report.paid == report.candidates, report.misses[:5]
+
+
+def test_a_reference_written_in_the_asked_form_is_not_wrapped_twice():
+    """An imported environment's reference is the completion its scorer pays (``<answer>1170</answer>``,
+    ``Answer: 4``): the families build forms from the answer inside it, so a fair verifier pays them all
+    (they were '<answer><answer>1170</answer></answer>' and recall read 0)."""
+    wrapped = [dict(item, answer=f"<answer>{item['answer']}</answer>") for item in ITEMS]
+    for bare, item in zip(ITEMS, wrapped):
+        assert equivalence_families(item) == equivalence_families(bare)
+    line = _item("2 + 998 =" + LINE_HINT, "Answer: 1000")
+    assert equivalence_families(line) == equivalence_families(_item("2 + 998 =" + LINE_HINT, "1000"))
+
+    def fair_on_wrapped(completion, sample):
+        return _fair(completion, dict(sample, answer=declared_answer(sample["answer"], fallback="whole")))
+
+    domain = Domain(name="recall_wrapped", owner="t@example.com", description="recall test",
+                    samples=lambda split, n, seed: iter(wrapped[:n]), score=fair_on_wrapped)
+    report = measure_recall(domain, items=len(wrapped))
+    assert report.candidates > 40 and report.paid == report.candidates, report.misses
