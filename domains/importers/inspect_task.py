@@ -82,7 +82,7 @@ class InspectImporter:
     def load(self, source: str, options: dict[str, Any]) -> LoadedSource:
         require_package(PACKAGE, MODULE, self.kind)
         arguments = dict(options.get("arguments") or {})
-        task, task_name, task_file = _load_task(source, arguments)
+        task, task_name, task_file, read = _load_task(source, arguments)
         _refuse_task_features(task, task_name)
         prompt_steps, generating = _solver_steps(task.solver, task_name)
         scorer_spec = _scorer_spec(task.scorer, task_name)
@@ -92,7 +92,9 @@ class InspectImporter:
                                 "scores every answer wrong. Use multiple_choice() as the task's solver (or a match/"
                                 "answer scorer on the letter)")
         samples = list(task.dataset)
-        data_file = _dataset_file(task, task_name, task_file)
+        own = getattr(task.dataset, "location", None)
+        data_files = list(dict.fromkeys(_local_data_file(location, task_name, task_file)
+                                        for location in ([own] if own else []) + read))
         _refuse_sample_features(samples, task_name, needs_choices=generating["name"] == NS + "multiple_choice")
         system_prefix = _config_system_message(task, generating)
         prompts = _run(_render_prompts(samples, task.solver, system_prefix))
@@ -111,12 +113,8 @@ class InspectImporter:
         if any(len(item.metadata["target"]) > 1 for item in items):
             notes.append("list targets: the answer shown is the first target; the scorer accepts any of them, as "
                          "Inspect's Target does")
-        files = [(task_file, task_file.name)]
-        relative_data = None
-        if data_file is not None:
-            relative_data = _relative_under(data_file, task_file.parent)
-            files.append((data_file, relative_data))
-        settings = {"task": task_name, "task_file": task_file.name, "data_file": relative_data,
+        files = [(task_file, task_file.name)] + [(path, _relative_under(path, task_file.parent)) for path in data_files]
+        settings = {"task": task_name, "task_file": task_file.name, "data_files": [name for _, name in files[1:]],
                     "arguments": arguments, "solver": generating, "scorer": scorer_spec,
                     "prompt_solvers": [step["name"] for step in prompt_steps]}
         description = (getattr(task, "description", None) or
@@ -155,7 +153,9 @@ def _split_source(source: str) -> tuple[str, str | None, str | None]:
 
 
 def _load_task(source: str, arguments: dict[str, Any]):
-    """The Task (created by Inspect with ``arguments``), its name and the file that defines it."""
+    """The Task (created by Inspect with ``arguments``), its name, the file that defines it and the locations
+    of the file datasets it read while loading (its dataset, few-shot examples...)."""
+    read: list[str] = []
     kind, where, name = _split_source(source)
     from inspect_ai._util.registry import registry_info
 
@@ -176,7 +176,7 @@ def _load_task(source: str, arguments: dict[str, Any]):
                                 f"(its tasks: {', '.join(names) or 'none'})")
         from inspect_ai._eval.loader import load_tasks  # what `inspect eval FILE@TASK` loads it with
 
-        with _hub_datasets_refused(source), _offline():
+        with _datasets_watched(source, read), _offline():
             tasks = load_tasks([f"{path.as_posix()}@{name}"], arguments)
         task = tasks[0]
         from inspect_ai._util.registry import registry_lookup
@@ -185,7 +185,8 @@ def _load_task(source: str, arguments: dict[str, Any]):
         task_file = path
     else:
         try:
-            module = importlib.import_module(where)
+            with _datasets_watched(source, read), _offline():
+                module = importlib.import_module(where)
         except ImportError as exc:
             raise ImportRefused(f"{source}: cannot import module {where!r} ({exc})") from exc
         function = getattr(module, name, None)
@@ -195,10 +196,10 @@ def _load_task(source: str, arguments: dict[str, Any]):
         _check_arguments(function, arguments, source)
         from inspect_ai._util.path import chdir_python
 
-        with _hub_datasets_refused(source), _offline(), chdir_python(task_file.parent.as_posix()):
+        with _datasets_watched(source, read), _offline(), chdir_python(task_file.parent.as_posix()):
             task = function(**arguments)
         name = registry_info(function).name.split("/")[-1]
-    return task, name, task_file
+    return task, name, task_file, read
 
 
 def _check_arguments(function, arguments: dict[str, Any], source: str) -> None:
@@ -212,22 +213,37 @@ def _check_arguments(function, arguments: dict[str, Any], source: str) -> None:
 
 
 @contextlib.contextmanager
-def _hub_datasets_refused(source: str):
-    """``hf_dataset`` refuses by name while the task loads (before anything is downloaded)."""
+def _datasets_watched(source: str, read: list[str]):
+    """While the task loads, Inspect's public dataset readers as the task module finds them: ``hf_dataset``
+    refuses by name (before anything is downloaded), and the file readers note each location they read,
+    so every data file the task reads is copied with it (few-shot examples as well as its dataset)."""
     import inspect_ai.dataset as datasets_module
-
-    original = datasets_module.hf_dataset
 
     def hf_dataset(path, *args, **kwargs):
         raise ImportRefused(f"{source}: the dataset is read from a hub (hf_dataset({path!r})), which is not supported: "
                             "write its samples to a local json/jsonl/csv file and load it with json_dataset or "
                             "csv_dataset (or pass the samples in memory)")
 
-    datasets_module.hf_dataset = hf_dataset
+    def noting(reader):
+        def read_and_note(*args, **kwargs):
+            dataset = reader(*args, **kwargs)
+            if getattr(dataset, "location", None):
+                read.append(dataset.location)
+            return dataset
+
+        return read_and_note
+
+    originals = {name: getattr(datasets_module, name) for name in ("hf_dataset", "json_dataset", "csv_dataset",
+                                                                   "file_dataset")}
+    replacements = {name: noting(reader) for name, reader in originals.items() if name != "hf_dataset"}
+    replacements["hf_dataset"] = hf_dataset
+    for name, replacement in replacements.items():
+        setattr(datasets_module, name, replacement)
     try:
         yield
     finally:
-        datasets_module.hf_dataset = original
+        for name, original in originals.items():
+            setattr(datasets_module, name, original)
 
 
 @contextlib.contextmanager
@@ -350,11 +366,8 @@ def _json_params(params: dict, registered: str, name: str, kind: str) -> dict:
     return encoded
 
 
-def _dataset_file(task, name: str, task_file: Path) -> Path | None:
-    """The local data file of a file dataset, None for samples in memory; anything remote refused."""
-    location = getattr(task.dataset, "location", None)
-    if not location:
-        return None
+def _local_data_file(location: str, name: str, task_file: Path) -> Path:
+    """The local file a file dataset was read from; anything remote refused."""
     if urlparse(str(location)).scheme not in ("", "file"):
         raise ImportRefused(f"Inspect task {name!r} reads its dataset from a remote location ({location}), which is "
                             "not supported: copy it to a local json/jsonl/csv file")

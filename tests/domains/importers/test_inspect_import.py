@@ -28,8 +28,9 @@ TASKS = Path(__file__).parent / "inspect_tasks"
 PARITY = TASKS / "parity_tasks.py"
 REFUSED = TASKS / "refused_tasks.py"
 EXAMPLE = REPO / "examples" / "environments" / "inspect" / "capitals.py"
-# one task per supported scorer: match (numeric), includes, exact, f1, pattern, answer, choice (single, several)
-PARITY_TASKS = ("sums", "colours", "opposites", "titles", "final_word", "yes_no", "planets", "planets_multi")
+# one task per supported scorer: match (numeric; and with few-shot examples read from a second file), includes,
+# exact, f1, pattern, answer, choice (single, several)
+PARITY_TASKS = ("sums", "sums_shown", "colours", "opposites", "titles", "final_word", "yes_no", "planets", "planets_multi")
 
 
 def variants(targets: list[str], other: str) -> list[str]:
@@ -127,6 +128,10 @@ def test_prompts_are_inspect_renders_and_references_earn_full_credit(tmp_path):
     [planet] = [s for s in items_of(domains["planets"]) if s["id"] == "mc1"]
     assert planet["prompt"].endswith("Which planet is closest to the Sun?\n\nA) Venus\nB) Mercury\nC) Mars")
     assert planet["answer"] == "ANSWER: B" and planet["metadata"]["choices"] == ["Venus", "Mercury", "Mars"]
+    [shown] = [s for s in items_of(domains["sums_shown"]) if s["id"] == "sum-1"]
+    assert shown["prompt"] == "3 + 4 = 7\n\n10 - 6 = 4\n\n7 + 5"  # few-shot examples from a second file
+    copied = sorted(p.name for p in (tmp_path / "home" / "environments" / "sums_shown" / "source").iterdir())
+    assert copied == ["parity_tasks.py", "sums.jsonl", "sums_examples.jsonl"]  # every data file the task read
     several = items_of(domains["planets_multi"])
     assert {s["answer"] for s in several} == {"ANSWER: A, C", "ANSWER: B, C"}
     opposites = items_of(domains["opposites"])  # samples without ids: a content hash, Inspect's position kept

@@ -18,6 +18,15 @@ def sums(numeric: bool = True) -> Task:
 
 
 @task
+def sums_shown(shots: int = 2) -> Task:
+    """Worked examples read from a second data file into the system message, as few-shot tasks do."""
+    examples = json_dataset("sums_examples.jsonl", limit=shots)
+    shown = "\n\n".join(f"{sample.input} = {sample.target}" for sample in examples)
+    return Task(dataset=json_dataset("sums.jsonl"), solver=[system_message(shown), generate()],
+                scorer=match(numeric=True))
+
+
+@task
 def colours() -> Task:
     """csv file dataset, includes()."""
     return Task(dataset=csv_dataset("colours.csv"), solver=generate(), scorer=includes())
