@@ -56,6 +56,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import glob
+import importlib.util
 import logging
 import os
 import re
@@ -131,7 +132,8 @@ def _quiet(stdout: bool = False) -> Iterator[None]:
 
 
 def _packaged_tasks() -> Path:
-    spec = __import__("importlib.util").util.find_spec("lm_eval.tasks")
+    """The task folder inside the installed lm_eval package (found without importing lm_eval)."""
+    spec = importlib.util.find_spec("lm_eval.tasks")
     return Path(spec.origin).parent
 
 
