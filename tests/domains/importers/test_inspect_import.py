@@ -27,10 +27,10 @@ from tests.conftest import REPO, user_shell  # noqa: E402
 TASKS = Path(__file__).parent / "inspect_tasks"
 PARITY = TASKS / "parity_tasks.py"
 REFUSED = TASKS / "refused_tasks.py"
-EXAMPLE = REPO / "examples" / "environments" / "inspect" / "capitals.py"
 # one task per supported scorer: match (numeric; and with few-shot examples read from a second file), includes,
 # exact, f1, pattern, answer, choice (single, several)
-PARITY_TASKS = ("sums", "sums_shown", "colours", "opposites", "titles", "final_word", "yes_no", "planets", "planets_multi")
+PARITY_TASKS = ("sums", "sums_shown", "colours", "opposites", "titles", "final_word", "yes_no", "planets",
+                "planets_multi")
 
 
 def variants(targets: list[str], other: str) -> list[str]:
