@@ -6,6 +6,7 @@ domain the block checks has results in the lake and opens on the dashboard's Dom
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def test_the_readme_walk_through_of_imported_environments_runs_as_written(tmp_pa
     env = user_shell(home)
     env["OMP_NUM_THREADS"] = "1"
     # one shell, as a reader pastes the block; stop at the first failure
-    script = "set -e\n" + "\n".join(f"echo '>>> {c}' >&2\n{c}" for c in commands)
+    script = "set -e\n" + "\n".join(f"echo {shlex.quote('>>> ' + c)} >&2\n{c}" for c in commands)
     out = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
 
