@@ -25,7 +25,8 @@ def register(sub) -> None:
                     "the source renders them, scored by the source's own scorer. Anything the importer does not "
                     "support (sandboxes, tools, custom solvers, model-graded scorers, log-likelihood tasks, data "
                     "only on a hub, multi-turn environments) is refused before any inference, by name. Then: "
-                    "`assay domains check NAME`, `assay domains report NAME`, `assay sweep --domains NAME`.")
+                    "`assay domains check NAME`, `assay domains report NAME`, "
+                    "`assay sweep --checkpoint base-smollm2 --domains NAME`.")
     parser.add_argument("kind", choices=sorted(SOURCE_HELP), help="the source's framework")
     parser.add_argument("source", help="; ".join(f"{k}: {v}" for k, v in SOURCE_HELP.items()))
     parser.add_argument("--name", help="the domain's name (lower_snake_case; default: from the source)")
@@ -91,7 +92,7 @@ def import_domain(args: argparse.Namespace) -> int:
                  f"{p['counts']['eval']} eval items ({p['folder']})"]
         lines += [f"note: {note}" for note in p["notes"]]
         lines.append(f"next: assay domains check {p['name']}; assay domains report {p['name']}; "
-                     f"assay sweep --domains {p['name']}")
+                     f"assay sweep --checkpoint base-smollm2 --domains {p['name']}")
         return "\n".join(lines)
 
     emit(args, payload, human)
