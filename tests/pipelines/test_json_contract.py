@@ -81,6 +81,11 @@ CASES = {
     ("domains", "report"): (("plug", "--items", "3", "--search-items", "2"), {0, 1},
                             lambda d: {"run", "passed", "totals", "cards"} <= set(d) and d["cards"][0]["domain"] == "plug"
                             and d["cards"][0]["oracle_pass"] == 1.0 and d["totals"]["carded"] == 1),
+    # an Inspect task becomes a domain (the example the README imports; cwd is the repository)
+    ("domains", "import"): (("inspect", "examples/environments/inspect/capitals.py", "--name", "json_capitals"), {0},
+                            lambda d: {"name", "kind", "folder", "counts", "notes"} <= set(d)
+                            and d["name"] == "json_capitals" and d["kind"] == "inspect"
+                            and d["counts"]["train"] > 0 and d["counts"]["eval"] > 0),
     ("domains", "audit"): (("plug", "--checkpoint", "base-tiny", "--out", "{root}/audit.jsonl"), {0},
                            lambda d: {"file", "rows", "strata", "audit"} <= set(d) and d["rows"] >= 1),
     ("ingest",): (("plug", "{root}/rows.jsonl"), {0},
