@@ -35,6 +35,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import shutil
 import threading
 import time
@@ -206,7 +207,7 @@ def import_environment(kind: str, source: str, *, name: str | None = None, optio
     plugin = importer(kind)
     options = dict(options or {})
     loaded = plugin.load(source, options)
-    name = name or default_name(source)
+    name = name or default_name(str(options.get("task") or source))  # a folder's task is named after the task
     if not NAME_PATTERN.match(name):
         raise ImportRefused(f"--name {name!r} must be lower_snake_case (letters, digits, '_', starting with a letter): "
                             "it is the domain's name")
@@ -243,13 +244,22 @@ def import_environment(kind: str, source: str, *, name: str | None = None, optio
     return ImportResult(name, kind, target, counts, list(loaded.notes))
 
 
+_VERSION = re.compile(r"v?\d+(\.\d+)*")
+
+
 def default_name(source: str) -> str:
-    """A domain name from a source: a file's stem, a module's last part, a task's name after ':' or '@'
-    (Inspect's FILE.py@TASK)."""
+    """A domain name from a source: a file's stem (``lm_eval:gsm8k/gsm8k.yaml`` -> gsm8k), a module's last
+    part, a task's name after ':' or '@' (Inspect's FILE.py@TASK), a hub id's name without its version
+    (``owner/reverse-text@0.1.2`` -> reverse_text)."""
     if "@" in source and not Path(source).exists():
-        source = source.rsplit("@", 1)[1]
-    base = source.rstrip("/").split(":")[-1] if ":" in source and not Path(source).exists() else Path(source).stem
-    base = base.rsplit(".", 1)[-1] if "/" not in base else base
+        before, after = source.rsplit("@", 1)
+        source = before if _VERSION.fullmatch(after) else after
+    if ":" in source and not Path(source).exists():
+        prefix, rest = source.split(":", 1)
+        # a packaged file (lm_eval:FAMILY/FILE.yaml) is named after the file; MODULE:TASK after the task
+        source = rest if ("/" in rest or Path(rest).suffix) else rest.rsplit(".", 1)[-1]
+    base = Path(source.rstrip("/")).stem if ("/" in source or Path(source).suffix in (".py", ".yaml", ".yml")) \
+        else source.rsplit(".", 1)[-1]
     name = "".join(c if c.isalnum() else "_" for c in base.lower()).strip("_")
     if not name or not name[0].isalpha():
         name = f"imported_{name}".rstrip("_")
