@@ -92,6 +92,18 @@ def kill_when_stalled(module: str, *args: str, env: dict | None = None) -> None:
 SMOKE_RUN = ".venv/bin/assay demo --recipe tiny --domains math_arith_easy --steps 2 --sweep-items 3"
 
 
+
+def readme_block(marker: str) -> list[str]:
+    """The commands of the README's one bash block that holds ``marker`` (continuations joined, comments and
+    blank lines left out), as a reader pastes them; a README with none or several such blocks fails."""
+    from pytest_codeblocks import extract_from_file
+
+    blocks = [b for b in extract_from_file(REPO / "README.md") if b.syntax == "bash" and marker in b.code]
+    assert len(blocks) == 1, f"README.md must hold exactly one bash block marked {marker!r}, found {len(blocks)}"
+    return [line for line in blocks[0].code.replace("\\\n", " ").splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
 def user_shell(home: Path) -> dict:
     """The environment of a user's shell: `assay` on PATH, ``home`` as ASSAY_HOME, nothing this
     test process set for itself (ASSAY_/DAGSTER_/MLFLOW_ variables, DS_ACCELERATOR) but the

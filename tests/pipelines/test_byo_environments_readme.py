@@ -11,19 +11,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pytest_codeblocks import extract_from_file
 
-from tests.conftest import user_shell
+from tests.conftest import readme_block, user_shell
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = "tests/pipelines/test_byo_environments_readme.py runs this block as written"
 
 
 def the_block() -> list[str]:
-    blocks = [b for b in extract_from_file(REPO / "README.md") if b.syntax == "bash" and MARKER in b.code]
-    assert len(blocks) == 1, f"README.md must hold exactly one bash block marked {MARKER!r}, found {len(blocks)}"
-    return [line for line in blocks[0].code.replace("\\\n", " ").splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
+    return readme_block(MARKER)
 
 
 def checked_domains(commands: list[str]) -> list[str]:

@@ -11,21 +11,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pytest_codeblocks import extract_from_file
 
 from storage import tracking
 from storage.lake import Lake
-from tests.conftest import user_shell
+from tests.conftest import readme_block, user_shell
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = "tests/pipelines/test_open_domain_readme.py runs this block as written"
 
 
 def the_block() -> list[str]:
-    blocks = [b for b in extract_from_file(REPO / "README.md") if b.syntax == "bash" and MARKER in b.code]
-    assert len(blocks) == 1, f"README.md must hold exactly one bash block marked {MARKER!r}, found {len(blocks)}"
-    return [line for line in blocks[0].code.replace("\\\n", " ").splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
+    return readme_block(MARKER)
 
 
 @pytest.mark.slow  # six commands, three of them import torch; the demo trains and sweeps: ~1.5 min here
